@@ -1,0 +1,69 @@
+//! Reading JSON bodies: content type, size limit (413), well-formedness (400).
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::Value;
+
+use super::error::ApiError;
+
+/// Limit for every route but batch intake.
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("Request body is larger than the limit of {limit} bytes"),
+    )
+}
+
+/// Reads the body as JSON. `Ok(None)` for an empty body (the caller decides if that is
+/// allowed).
+pub async fn read_json(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Option<Value>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> =
+            std::error::Error::source(&error);
+        let mut length_limited = false;
+        while let Some(cause) = source {
+            length_limited |= cause.is::<http_body_util::LengthLimitError>();
+            source = cause.source();
+        }
+        if length_limited {
+            too_large(limit)
+        } else {
+            ApiError::bad_request("Request body could not be read")
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+        .unwrap_or(false);
+    if !is_json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ));
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| ApiError::bad_request(format!("Request body is not valid JSON ({error})")))
+}

@@ -1,0 +1,225 @@
+//! The route handlers: parse, call the queue, shape the response.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::AppState;
+use super::body::{BODY_LIMIT, read_json};
+use super::error::{ApiError, FieldError};
+use super::fingerprint::fingerprint;
+use super::validation::{RECIPIENT_MAX, validate_create};
+use crate::notification::Status;
+use crate::queue::{self, Cursor, InsertOutcome, ListFilter, NewNotification};
+
+const REPLAYED: &str = "idempotent-replayed";
+const CURSOR_MAX: usize = 512;
+
+pub async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_json(&headers, body, BODY_LIMIT)
+        .await?
+        .unwrap_or(Value::Null);
+    let request = validate_create(&body, chrono::Utc::now()).map_err(ApiError::validation)?;
+    let new = NewNotification {
+        id: Uuid::new_v4(),
+        fingerprint: fingerprint(&request),
+        idempotency_key: request.idempotency_key,
+        recipient: request.recipient,
+        channel: request.channel,
+        priority: request.priority,
+        payload: request.payload,
+        due: request.due,
+        max_attempts: state.max_attempts,
+    };
+    let db = state.pool.get().await?;
+    match queue::insert(&db, &new).await? {
+        InsertOutcome::Created(notification) => Ok(with_replayed(
+            (StatusCode::CREATED, Json(notification)).into_response(),
+            false,
+        )),
+        InsertOutcome::Replayed(notification) => Ok(with_replayed(
+            (StatusCode::OK, Json(notification)).into_response(),
+            true,
+        )),
+        InsertOutcome::Conflict => Err(ApiError::conflict(format!(
+            "Idempotency key \"{}\" was already used for a different notification request",
+            new.idempotency_key
+        ))),
+    }
+}
+
+fn with_replayed(mut response: Response, replayed: bool) -> Response {
+    let value = if replayed { "true" } else { "false" };
+    response
+        .headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static(value));
+    response
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let db = state.pool.get().await?;
+    match queue::find(&db, id).await? {
+        Some(notification) => Ok(Json(notification).into_response()),
+        None => Err(not_found(id)),
+    }
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let db = state.pool.get().await?;
+    let notification = queue::cancel(&db, id).await?.ok_or_else(|| not_found(id))?;
+    match notification.status() {
+        Some(Status::Cancelled) => Ok(Json(notification).into_response()),
+        _ => Err(ApiError::conflict(format!(
+            "Notification {id} is {}; only PENDING jobs can be cancelled",
+            notification.status
+        ))),
+    }
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let filter = parse_list_query(query.as_deref().unwrap_or(""))?;
+    let db = state.pool.get().await?;
+    let page = queue::list(&db, &filter).await?;
+    Ok(Json(json!({
+        "items": page.items,
+        "nextCursor": page.next.map(|c| c.encode()),
+    }))
+    .into_response())
+}
+
+/// `status`, `recipient`, `limit` (1–100, default 20) and `cursor`; nothing else, each once.
+pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let mut values: HashMap<&str, &str> = HashMap::new();
+    let mut errors: Vec<FieldError> = Vec::new();
+    let mut add = |field: &str, message: String| {
+        errors.push(FieldError {
+            field: field.into(),
+            errors: vec![message],
+        })
+    };
+    for (key, value) in &pairs {
+        if !["status", "recipient", "limit", "cursor"].contains(&key.as_str()) {
+            add(key, format!("property {key} should not exist"));
+        } else if values.insert(key.as_str(), value.as_str()).is_some() {
+            add(key, format!("{key} must be given at most once"));
+        }
+    }
+    let mut filter = ListFilter {
+        limit: 20,
+        ..ListFilter::default()
+    };
+    if let Some(status) = values.get("status") {
+        match Status::parse(status) {
+            Some(status) => filter.status = Some(status),
+            None => add(
+                "status",
+                "status must be one of the following values: PENDING, PROCESSING, SENT, FAILED, DEAD_LETTERED, CANCELLED".into(),
+            ),
+        }
+    }
+    if let Some(recipient) = values.get("recipient") {
+        let length = recipient.chars().count();
+        if !(1..=RECIPIENT_MAX).contains(&length) || recipient.contains('\0') {
+            add(
+                "recipient",
+                format!("recipient must be between 1 and {RECIPIENT_MAX} characters without NUL"),
+            );
+        } else {
+            filter.recipient = Some((*recipient).to_string());
+        }
+    }
+    if let Some(limit) = values.get("limit") {
+        match limit.parse::<i64>() {
+            Ok(limit) if (1..=100).contains(&limit) => filter.limit = limit,
+            _ => add("limit", "limit must be an integer between 1 and 100".into()),
+        }
+    }
+    if let Some(cursor) = values.get("cursor") {
+        match (cursor.len() <= CURSOR_MAX)
+            .then(|| Cursor::decode(cursor))
+            .flatten()
+        {
+            Some(cursor) => filter.after = Some(cursor),
+            None => add(
+                "cursor",
+                "cursor is not valid; use the nextCursor from a previous page".into(),
+            ),
+        }
+    }
+    if errors.is_empty() {
+        Ok(filter)
+    } else {
+        Err(ApiError::validation(errors))
+    }
+}
+
+pub async fn health(State(state): State<AppState>) -> Response {
+    let check = async {
+        let db = state.pool.get().await.ok()?;
+        db.simple_query("SELECT 1").await.ok()
+    };
+    match tokio::time::timeout(std::time::Duration::from_millis(1500), check).await {
+        Ok(Some(_)) => {
+            Json(json!({"status": "ok", "info": {"database": {"status": "up"}}})).into_response()
+        }
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "error", "info": {}, "error": {"database": {"status": "down"}}})),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        super::docs::OPENAPI_JSON,
+    )
+        .into_response()
+}
+
+pub async fn docs_page() -> Response {
+    let mut response = Html(super::docs::DOCS_HTML).into_response();
+    if let Ok(csp) = HeaderValue::from_str(&super::docs::docs_csp()) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::CONTENT_SECURITY_POLICY, csp);
+    }
+    response
+}
+
+fn parse_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::try_parse(text).map_err(|_| {
+        ApiError::validation(vec![FieldError {
+            field: "id".into(),
+            errors: vec!["id must be a UUID".into()],
+        }])
+    })
+}
+
+fn not_found(id: Uuid) -> ApiError {
+    ApiError::not_found(format!("Notification {id} not found"))
+}

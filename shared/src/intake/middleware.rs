@@ -1,0 +1,121 @@
+//! Cross-cutting HTTP behaviour: request ids, security headers, the error envelope,
+//! one log line per request, and no panic ever reaching the client.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
+
+use super::error::{ApiError, Envelope, ErrorBody};
+
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const JSON_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
+
+/// Keeps a safe incoming `X-Request-ID`, otherwise makes a UUID v4.
+pub fn request_id_for(incoming: Option<&HeaderValue>) -> String {
+    incoming
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            (1..=128).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+pub async fn around_request(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = request_id_for(request.headers().get(&REQUEST_ID));
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+
+    let mut response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!(request_id, "handler panicked");
+            ApiError::internal().into_response()
+        }
+    };
+    if !response.status().is_success() && response.status() != StatusCode::NOT_MODIFIED {
+        response = render_error(response, &path, &request_id);
+    }
+
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        headers.insert(REQUEST_ID.clone(), value);
+    }
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::X_FRAME_OPTIONS,
+        HeaderValue::from_static("SAMEORIGIN"),
+    );
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(JSON_CSP),
+        );
+    }
+    headers.remove(header::SERVER);
+
+    tracing::info!(
+        request_id,
+        method = %method,
+        path,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
+
+/// Renders any non-2xx response as the envelope; errors that did not come from a handler
+/// (unknown route, wrong method) get their reason phrase as the message.
+fn render_error(response: Response, path: &str, request_id: &str) -> Response {
+    let status = response.status();
+    let error = match response.extensions().get::<ErrorBody>() {
+        Some(ErrorBody(error)) => error.clone(),
+        None => match status {
+            StatusCode::NOT_FOUND => ApiError::not_found(format!("Cannot find {path}")),
+            StatusCode::METHOD_NOT_ALLOWED => {
+                ApiError::new(status, "Method not allowed for this route")
+            }
+            _ => ApiError::new(status, status.canonical_reason().unwrap_or("Error")),
+        },
+    };
+    let envelope = Envelope {
+        status_code: status.as_u16(),
+        error: status.canonical_reason().unwrap_or("Error"),
+        message: &error.message,
+        details: &error.details,
+        path,
+        request_id,
+    };
+    let body = serde_json::to_vec(&envelope).unwrap_or_default();
+    let mut rendered = Response::new(Body::from(body));
+    *rendered.status_mut() = status;
+    let headers = rendered.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    for (name, value) in response.headers() {
+        if name == header::ALLOW || name == header::RETRY_AFTER || name == header::WWW_AUTHENTICATE
+        {
+            headers.insert(name.clone(), value.clone());
+        }
+    }
+    rendered
+}

@@ -1,0 +1,401 @@
+//! Validation of the create request: every failing field is reported at once, with no
+//! type coercion, and unknown properties rejected by name.
+
+use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeDelta, Utc};
+use serde_json::{Map, Value};
+
+use super::error::FieldError;
+use crate::notification::{Channel, Priority};
+use crate::queue::Due;
+
+pub const RECIPIENT_MAX: usize = 320;
+pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+pub const DELAY_SECONDS_MAX: i64 = 31_536_000;
+pub const SEND_AT_HORIZON_DAYS: i64 = 365;
+
+const FIELDS: [&str; 7] = [
+    "recipient",
+    "channel",
+    "payload",
+    "priority",
+    "idempotencyKey",
+    "sendAt",
+    "delaySeconds",
+];
+
+/// A create request that passed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateRequest {
+    pub recipient: String,
+    pub channel: Channel,
+    pub payload: Value,
+    pub priority: Priority,
+    pub idempotency_key: String,
+    pub due: Due,
+    /// `sendAt` as given, normalised to UTC (part of the fingerprint).
+    pub send_at: Option<DateTime<Utc>>,
+    pub delay_seconds: Option<i32>,
+}
+
+/// Collects errors per field, in the order fields are checked.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, field: &str, message: impl Into<String>) {
+        let message = message.into();
+        match self.0.iter_mut().find(|e| e.field == field) {
+            Some(entry) => entry.errors.push(message),
+            None => self.0.push(FieldError {
+                field: field.to_string(),
+                errors: vec![message],
+            }),
+        }
+    }
+}
+
+/// Validates one create body. `now` bounds `sendAt` (at most 365 days ahead).
+pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest, Vec<FieldError>> {
+    let mut errors = Errors::default();
+    let Some(object) = body.as_object() else {
+        errors.add("body", "body must be a JSON object");
+        return Err(errors.0);
+    };
+    for key in object.keys() {
+        if !FIELDS.contains(&key.as_str()) {
+            errors.add(key, format!("property {key} should not exist"));
+        }
+    }
+
+    let recipient = text(object, "recipient", RECIPIENT_MAX, &mut errors);
+    let channel = one_of(
+        object,
+        "channel",
+        &mut errors,
+        Channel::parse,
+        "EMAIL, SMS, PUSH",
+    );
+    let priority = one_of(
+        object,
+        "priority",
+        &mut errors,
+        Priority::parse,
+        "HIGH, NORMAL, LOW",
+    );
+    let idempotency_key = text(object, "idempotencyKey", IDEMPOTENCY_KEY_MAX, &mut errors);
+    let payload = match object.get("payload") {
+        None => {
+            errors.add("payload", "payload is required");
+            None
+        }
+        Some(value @ Value::Object(_)) => {
+            if contains_nul(value) {
+                errors.add(
+                    "payload",
+                    "payload must not contain NUL (\\u0000) characters",
+                );
+                None
+            } else {
+                Some(value.clone())
+            }
+        }
+        Some(_) => {
+            errors.add("payload", "payload must be a JSON object");
+            None
+        }
+    };
+
+    let (due, send_at, delay_seconds) = match (object.get("sendAt"), object.get("delaySeconds")) {
+        (Some(send_at), None) => match parse_send_at(send_at, now) {
+            Ok(at) => (Some(Due::At(at)), Some(at), None),
+            Err(message) => {
+                errors.add("sendAt", message);
+                (None, None, None)
+            }
+        },
+        (None, Some(delay)) => match delay.as_i64() {
+            Some(seconds) if (1..=DELAY_SECONDS_MAX).contains(&seconds) => {
+                let seconds = seconds as i32;
+                (Some(Due::AfterSeconds(seconds)), None, Some(seconds))
+            }
+            Some(_) => {
+                errors.add(
+                    "delaySeconds",
+                    format!("delaySeconds must be between 1 and {DELAY_SECONDS_MAX}"),
+                );
+                (None, None, None)
+            }
+            None => {
+                errors.add("delaySeconds", "delaySeconds must be an integer");
+                (None, None, None)
+            }
+        },
+        _ => {
+            errors.add("sendAt", "Provide exactly one of sendAt or delaySeconds");
+            (None, None, None)
+        }
+    };
+
+    match (recipient, channel, payload, priority, idempotency_key, due) {
+        (
+            Some(recipient),
+            Some(channel),
+            Some(payload),
+            Some(priority),
+            Some(idempotency_key),
+            Some(due),
+        ) if errors.0.is_empty() => Ok(CreateRequest {
+            recipient,
+            channel,
+            payload,
+            priority,
+            idempotency_key,
+            due,
+            send_at,
+            delay_seconds,
+        }),
+        _ => Err(errors.0),
+    }
+}
+
+fn text(
+    object: &Map<String, Value>,
+    field: &str,
+    max: usize,
+    errors: &mut Errors,
+) -> Option<String> {
+    match object.get(field) {
+        None => {
+            errors.add(field, format!("{field} is required"));
+            None
+        }
+        Some(Value::String(value)) => {
+            let length = value.chars().count();
+            let mut ok = true;
+            if !(1..=max).contains(&length) {
+                errors.add(
+                    field,
+                    format!("{field} must be between 1 and {max} characters"),
+                );
+                ok = false;
+            }
+            if value.contains('\0') {
+                errors.add(
+                    field,
+                    format!("{field} must not contain NUL (\\u0000) characters"),
+                );
+                ok = false;
+            }
+            ok.then(|| value.clone())
+        }
+        Some(_) => {
+            errors.add(field, format!("{field} must be a string"));
+            None
+        }
+    }
+}
+
+fn one_of<T>(
+    object: &Map<String, Value>,
+    field: &str,
+    errors: &mut Errors,
+    parse: fn(&str) -> Option<T>,
+    allowed: &str,
+) -> Option<T> {
+    match object.get(field) {
+        None => {
+            errors.add(field, format!("{field} is required"));
+            None
+        }
+        Some(value) => {
+            let parsed = value.as_str().and_then(parse);
+            if parsed.is_none() {
+                errors.add(
+                    field,
+                    format!("{field} must be one of the following values: {allowed}"),
+                );
+            }
+            parsed
+        }
+    }
+}
+
+/// NUL anywhere: keys and string values at any depth (PostgreSQL cannot store it).
+pub fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
+/// Strict ISO-8601 date-time: `YYYY-MM-DDTHH:MM[:SS[.fraction]]` and an explicit offset.
+fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTime<Utc>, &'static str> {
+    const INVALID: &str = "sendAt must be a valid ISO 8601 date-time";
+    let Some(text) = value.as_str() else {
+        return Err(INVALID);
+    };
+    let at = parse_iso_date_time(text)?;
+    if at - now > TimeDelta::days(SEND_AT_HORIZON_DAYS) {
+        return Err("sendAt must be within 365 days from now");
+    }
+    Ok(at)
+}
+
+pub(crate) fn parse_iso_date_time(text: &str) -> Result<DateTime<Utc>, &'static str> {
+    const INVALID: &str = "sendAt must be a valid ISO 8601 date-time";
+    const NO_OFFSET: &str = "sendAt must include a timezone offset (Z or ±HH:MM)";
+    // The date part must be exactly YYYY-MM-DD followed by 'T'.
+    let bytes = text.as_bytes();
+    let shaped = bytes.len() >= 16
+        && bytes[..4].iter().all(u8::is_ascii_digit)
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && bytes[10] == b'T';
+    if !shaped || !text.is_ascii() {
+        return Err(INVALID);
+    }
+    let with_offset = text
+        .strip_suffix('Z')
+        .map(|s| format!("{s}+00:00"))
+        .unwrap_or_else(|| text.to_string());
+    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
+        if let Ok(at) = DateTime::<FixedOffset>::parse_from_str(&with_offset, format) {
+            return Ok(at.with_timezone(&Utc));
+        }
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+        if NaiveDateTime::parse_from_str(text, format).is_ok() {
+            return Err(NO_OFFSET);
+        }
+    }
+    Err(INVALID)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-09-24T12:00:00Z")
+            .expect("valid")
+            .with_timezone(&Utc)
+    }
+
+    fn valid() -> Value {
+        json!({"recipient": "a@example.com", "channel": "EMAIL", "payload": {"k": "v"},
+               "priority": "HIGH", "idempotencyKey": "k-1", "delaySeconds": 60})
+    }
+
+    fn fields(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    #[test]
+    fn a_valid_request_passes() {
+        let request = validate_create(&valid(), now()).expect("valid");
+        assert_eq!(request.due, Due::AfterSeconds(60));
+        assert_eq!(request.priority, Priority::High);
+    }
+
+    #[test]
+    fn every_failing_field_is_reported_together() {
+        let body = json!({"recipient": "", "channel": "FAX", "payload": [], "priority": 1,
+                          "idempotencyKey": 5, "delaySeconds": "60", "extra": true});
+        let errors = validate_create(&body, now()).expect_err("invalid");
+        assert_eq!(
+            fields(&errors),
+            [
+                "extra",
+                "recipient",
+                "channel",
+                "priority",
+                "idempotencyKey",
+                "payload",
+                "delaySeconds"
+            ]
+        );
+        assert_eq!(errors[0].errors, ["property extra should not exist"]);
+    }
+
+    #[test]
+    fn null_schedule_fields_count_as_present() {
+        for (key, value) in [("sendAt", Value::Null), ("delaySeconds", Value::Null)] {
+            let mut body = valid();
+            body.as_object_mut().expect("object").remove("delaySeconds");
+            body[key] = value;
+            assert!(
+                validate_create(&body, now()).is_err(),
+                "{key}: null must be rejected"
+            );
+        }
+        let mut both = valid();
+        both["sendAt"] = json!("2026-09-24T12:00:00Z");
+        let errors = validate_create(&both, now()).expect_err("both given");
+        assert_eq!(
+            errors[0].errors,
+            ["Provide exactly one of sendAt or delaySeconds"]
+        );
+    }
+
+    #[test]
+    fn nul_is_rejected_at_any_depth() {
+        let mut body = valid();
+        body["payload"] = json!({"a": [{"b\u{0}": 1}]});
+        body["recipient"] = json!("x\u{0}y");
+        let errors = validate_create(&body, now()).expect_err("nul");
+        assert_eq!(fields(&errors), ["recipient", "payload"]);
+    }
+
+    #[test]
+    fn send_at_must_be_strict_iso_with_an_offset() {
+        assert_eq!(
+            parse_iso_date_time("2026-09-24T12:00:00"),
+            Err("sendAt must include a timezone offset (Z or ±HH:MM)")
+        );
+        for bad in [
+            "2026-09-24",
+            "24/09/2026 12:00",
+            "2026-09-24 12:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "tomorrow",
+        ] {
+            assert_eq!(
+                parse_iso_date_time(bad),
+                Err("sendAt must be a valid ISO 8601 date-time"),
+                "{bad}"
+            );
+        }
+        let a = parse_iso_date_time("2026-09-24T09:30:00+01:00").expect("offset");
+        let b = parse_iso_date_time("2026-09-24T08:30:00.000Z").expect("zulu");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn send_at_is_bounded_to_a_year() {
+        let mut body = valid();
+        body.as_object_mut().expect("object").remove("delaySeconds");
+        body["sendAt"] = json!("2027-10-01T00:00:00Z");
+        let errors = validate_create(&body, now()).expect_err("too far");
+        assert_eq!(
+            errors[0].errors,
+            ["sendAt must be within 365 days from now"]
+        );
+        body["sendAt"] = json!("2020-01-01T00:00:00Z");
+        assert!(
+            validate_create(&body, now()).is_ok(),
+            "the past means due now"
+        );
+    }
+
+    #[test]
+    fn integers_are_not_coerced() {
+        for delay in [json!(60.5), json!("60"), json!(0), json!(31_536_001)] {
+            let mut body = valid();
+            body["delaySeconds"] = delay.clone();
+            assert!(validate_create(&body, now()).is_err(), "{delay}");
+        }
+    }
+}

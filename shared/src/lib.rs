@@ -1,0 +1,17 @@
+//! Notify Queue: a notification scheduler on PostgreSQL.
+//!
+//! Everything the Lambda functions and the local runner do lives here; their `main`s only
+//! build configuration and the pool once and call in.
+
+pub mod backoff;
+pub mod config;
+pub mod db;
+pub mod intake;
+pub mod notification;
+pub mod provider;
+pub mod queue;
+pub mod runner;
+pub mod stop;
+pub mod sweeper;
+pub mod telemetry;
+pub mod wake;

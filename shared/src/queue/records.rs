@@ -1,0 +1,271 @@
+//! Intake-side statements: insert with database-decided idempotency, read, keyset list,
+//! and cancel as one conditional update.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{NOTIFICATION_COLUMNS, from_row};
+use crate::notification::{Channel, Notification, Priority, Status};
+
+/// When a new notification becomes due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Due {
+    /// An absolute instant; one in the past means "due now".
+    At(DateTime<Utc>),
+    /// Seconds after the database's `now()`.
+    AfterSeconds(i32),
+}
+
+#[derive(Debug, Clone)]
+pub struct NewNotification {
+    pub id: Uuid,
+    pub idempotency_key: String,
+    pub fingerprint: String,
+    pub recipient: String,
+    pub channel: Channel,
+    pub priority: Priority,
+    pub payload: Value,
+    pub due: Due,
+    pub max_attempts: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertOutcome {
+    Created(Notification),
+    /// Same key, same fingerprint: the original in its current state.
+    Replayed(Notification),
+    /// Same key, different request.
+    Conflict,
+}
+
+/// Inserts unless the key exists; the unique constraint is the arbiter, so simultaneous
+/// duplicates are safe. A notification due now wakes listening sweepers.
+pub async fn insert(
+    db: &impl GenericClient,
+    new: &NewNotification,
+) -> Result<InsertOutcome, tokio_postgres::Error> {
+    let sql = format!(
+        "WITH inserted AS (
+            INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel, priority,
+                                       payload, scheduled_at, next_attempt_at, max_attempts)
+            SELECT $1, $2, $3, $4, $5, $6, $7, due.at, due.at, $10
+            FROM (SELECT coalesce($8::timestamptz, now() + $9::int4 * interval '1 second') AS at) due
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING {NOTIFICATION_COLUMNS}
+        ), woken AS (
+            SELECT pg_notify('{wake}', '') FROM inserted WHERE next_attempt_at <= now()
+        )
+        SELECT {NOTIFICATION_COLUMNS}, (SELECT count(*) FROM woken) AS woken FROM inserted",
+        wake = super::WAKE_CHANNEL,
+    );
+    let (at, after): (Option<DateTime<Utc>>, Option<i32>) = match new.due {
+        Due::At(at) => (Some(at), None),
+        Due::AfterSeconds(seconds) => (None, Some(seconds)),
+    };
+    let statement = db.prepare_cached(&sql).await?;
+    let inserted = db
+        .query_opt(
+            &statement,
+            &[
+                &new.id,
+                &new.idempotency_key,
+                &new.fingerprint,
+                &new.recipient,
+                &new.channel.as_str(),
+                &new.priority.rank(),
+                &new.payload,
+                &at,
+                &after,
+                &new.max_attempts,
+            ],
+        )
+        .await?;
+    if let Some(row) = inserted {
+        return Ok(InsertOutcome::Created(from_row(&row)?));
+    }
+    let sql = format!(
+        "SELECT {NOTIFICATION_COLUMNS}, fingerprint FROM notifications WHERE idempotency_key = $1"
+    );
+    let statement = db.prepare_cached(&sql).await?;
+    let existing = db.query_one(&statement, &[&new.idempotency_key]).await?;
+    let fingerprint: String = existing.try_get("fingerprint")?;
+    Ok(if fingerprint == new.fingerprint {
+        InsertOutcome::Replayed(from_row(&existing)?)
+    } else {
+        InsertOutcome::Conflict
+    })
+}
+
+pub async fn find(
+    db: &impl GenericClient,
+    id: Uuid,
+) -> Result<Option<Notification>, tokio_postgres::Error> {
+    let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = $1");
+    let statement = db.prepare_cached(&sql).await?;
+    db.query_opt(&statement, &[&id])
+        .await?
+        .as_ref()
+        .map(from_row)
+        .transpose()
+}
+
+/// Cancels a PENDING notification in one conditional update. A sweeper claiming it at the
+/// same instant either locked it first (the update then sees PROCESSING and changes
+/// nothing) or skips it because the update holds its lock.
+pub async fn cancel(
+    db: &impl GenericClient,
+    id: Uuid,
+) -> Result<Option<Notification>, tokio_postgres::Error> {
+    let sql = format!(
+        "UPDATE notifications
+         SET status = 'CANCELLED', cancelled_at = now(), updated_at = now()
+         WHERE id = $1 AND status = 'PENDING'
+         RETURNING {NOTIFICATION_COLUMNS}"
+    );
+    let statement = db.prepare_cached(&sql).await?;
+    match db.query_opt(&statement, &[&id]).await? {
+        Some(row) => Ok(Some(from_row(&row)?)),
+        None => find(db, id).await,
+    }
+}
+
+/// A position in the newest-first order: rows strictly after it come next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at_micros: i64,
+    pub id: Uuid,
+}
+
+impl Cursor {
+    pub fn of(notification: &Notification) -> Self {
+        Cursor {
+            created_at_micros: notification.created_at.timestamp_micros(),
+            id: notification.id,
+        }
+    }
+
+    /// Opaque, URL-safe text.
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at_micros, self.id))
+    }
+
+    /// `None` for anything [`Cursor::encode`] did not produce.
+    pub fn decode(text: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let (micros, id) = text.split_once(':')?;
+        let created_at_micros = micros.parse::<i64>().ok()?;
+        DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
+        let id = Uuid::try_parse(id).ok()?;
+        // Only the canonical spelling is accepted, so a cursor has exactly one text form.
+        (format!("{created_at_micros}:{id}") == text).then_some(Cursor {
+            created_at_micros,
+            id,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<Status>,
+    pub recipient: Option<String>,
+    pub after: Option<Cursor>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub items: Vec<Notification>,
+    /// Present only when more rows exist.
+    pub next: Option<Cursor>,
+}
+
+/// Newest first by `(created_at DESC, id DESC)`; one row beyond the page tells whether
+/// there is a next page. Each filter combination is its own statement so that each can
+/// use its index.
+pub async fn list(
+    db: &impl GenericClient,
+    filter: &ListFilter,
+) -> Result<ListPage, tokio_postgres::Error> {
+    let status = filter.status.map(Status::as_str);
+    let after_time = filter
+        .after
+        .and_then(|c| DateTime::<Utc>::from_timestamp_micros(c.created_at_micros));
+    let after_id = filter.after.map(|c| c.id);
+    let fetch = filter.limit + 1;
+
+    let mut conditions = Vec::new();
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+    if let Some(status) = &status {
+        params.push(status);
+        conditions.push(format!("status = ${}", params.len()));
+    }
+    if let Some(recipient) = &filter.recipient {
+        params.push(recipient);
+        conditions.push(format!("recipient = ${}", params.len()));
+    }
+    if let (Some(time), Some(id)) = (&after_time, &after_id) {
+        params.push(time);
+        params.push(id);
+        conditions.push(format!(
+            "(created_at, id) < (${}, ${})",
+            params.len() - 1,
+            params.len()
+        ));
+    }
+    params.push(&fetch);
+    let where_clause = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {NOTIFICATION_COLUMNS} FROM notifications {where_clause}
+         ORDER BY created_at DESC, id DESC LIMIT ${}",
+        params.len()
+    );
+    let statement = db.prepare_cached(&sql).await?;
+    let rows = db.query(&statement, &params).await?;
+    let mut items = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+    let more = items.len() as i64 > filter.limit;
+    items.truncate(usize::try_from(filter.limit).unwrap_or(0));
+    let next = if more {
+        items.last().map(Cursor::of)
+    } else {
+        None
+    };
+    Ok(ListPage { items, next })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trips() {
+        let cursor = Cursor {
+            created_at_micros: 1_790_000_000_123_456,
+            id: Uuid::new_v4(),
+        };
+        assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor));
+    }
+
+    #[test]
+    fn foreign_text_is_not_a_cursor() {
+        for text in [
+            "",
+            "abc",
+            "!!!!",
+            &URL_SAFE_NO_PAD.encode("12:not-a-uuid"),
+            &URL_SAFE_NO_PAD.encode("x:y"),
+        ] {
+            assert_eq!(Cursor::decode(text), None, "{text}");
+        }
+        let padded = URL_SAFE_NO_PAD.encode(format!("+12:{}", Uuid::nil()));
+        assert_eq!(Cursor::decode(&padded), None);
+    }
+}

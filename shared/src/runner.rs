@@ -1,0 +1,125 @@
+//! `notify-local`: the whole system in one process for development and black-box tests.
+//! `APP_ROLE` picks the parts: `all`, `api` (HTTP only) or `worker` (sweeper; HTTP answers
+//! only `/health`). With no `DATABASE_URL` it brings up a private PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::backoff::ThreadRandom;
+use crate::config::Config;
+use crate::db::{self, embedded::EmbeddedPostgres};
+use crate::intake::{self, AppState, Routes};
+use crate::provider::simulated::SimulatedProvider;
+use crate::stop::{StopSignal, stop_on_signals};
+use crate::sweeper::{self, Sweeper};
+use crate::{queue, wake};
+
+/// Extra time granted after the provider time limit for in-flight steps to record.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub async fn run_local(config: Config) -> anyhow::Result<()> {
+    let (stop_handle, stop) = StopSignal::new();
+    stop_on_signals(stop_handle);
+
+    // Keep the private server alive until the very end; dropping it stops and deletes it.
+    let (database_url, embedded) = match &config.database_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let base = db::embedded::default_base_dir();
+            let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&base))
+                .await
+                .context("the embedded PostgreSQL start-up task failed")??;
+            eprintln!(
+                "notify-local: started a private PostgreSQL in {}",
+                server.data_dir().display()
+            );
+            (server.url(), Some(server))
+        }
+    };
+    eprintln!("notify-local: database {}", redact(&database_url));
+
+    db::migrate(&database_url).await?;
+    let pool = db::create_pool(&database_url, config.database_pool_max)?;
+
+    let mut workers = None;
+    if config.app_role.runs_workers() {
+        let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
+        let sweeper = Arc::new(Sweeper::new(
+            pool.clone(),
+            Arc::new(provider),
+            Arc::new(ThreadRandom),
+            config.worker.clone(),
+            config.retry,
+        ));
+        let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
+        workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
+    }
+
+    let routes = if config.app_role.serves_api() {
+        Routes::Full
+    } else {
+        Routes::HealthOnly
+    };
+    let state = AppState {
+        pool: pool.clone(),
+        max_attempts: config.retry.max_attempts(),
+    };
+    let app = intake::router(state, routes);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{}", config.port))?;
+    let address = listener.local_addr()?;
+    eprintln!(
+        "notify-local: role {:?}, listening on http://{address}",
+        config.app_role
+    );
+    tracing::info!(%address, role = ?config.app_role, "listening");
+
+    let server_stop = stop.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { server_stop.stopped().await })
+        .await
+        .context("HTTP server failed")?;
+
+    if let Some(workers) = workers {
+        let budget = config.worker.provider_timeout + SHUTDOWN_GRACE;
+        match tokio::time::timeout(budget, workers).await {
+            Ok(Ok(summary)) => tracing::info!(?summary, "sweeper stopped"),
+            Ok(Err(error)) => tracing::error!(%error, "sweeper task failed"),
+            // Anything still running is left to lease recovery.
+            Err(_) => tracing::warn!("sweeper did not finish within the shutdown budget"),
+        }
+    }
+    pool.close();
+    drop(embedded);
+    eprintln!("notify-local: stopped");
+    Ok(())
+}
+
+/// The URL without its password, for logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let credentials = &url[scheme_end + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_reach_the_log() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+}
