@@ -6,10 +6,12 @@
 pub mod backoff;
 pub mod config;
 pub mod db;
+pub mod functions;
 pub mod intake;
 pub mod notification;
 pub mod provider;
 pub mod queue;
+pub mod ratelimit;
 pub mod runner;
 pub mod stop;
 pub mod sweeper;

@@ -46,13 +46,16 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     let mut workers = None;
     if config.app_role.runs_workers() {
         let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
-        let sweeper = Arc::new(Sweeper::new(
-            pool.clone(),
-            Arc::new(provider),
-            Arc::new(ThreadRandom),
-            config.worker.clone(),
-            config.retry,
-        ));
+        let sweeper = Arc::new(
+            Sweeper::new(
+                pool.clone(),
+                Arc::new(provider),
+                Arc::new(ThreadRandom),
+                config.worker.clone(),
+                config.retry,
+            )
+            .with_rate_limit(config.rate_limit),
+        );
         let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
     }

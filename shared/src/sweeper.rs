@@ -10,9 +10,10 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 use crate::backoff::{Random, retry_delay};
-use crate::config::{RetryPolicy, WorkerConfig};
+use crate::config::{RateLimitConfig, RetryPolicy, WorkerConfig};
 use crate::provider::{Delivery, Provider, ProviderOutcome};
 use crate::queue::{self, Claimed, Disposition};
+use crate::ratelimit;
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
@@ -61,9 +62,14 @@ pub struct Sweeper {
     worker_id: String,
     config: WorkerConfig,
     retry: RetryPolicy,
+    rate_limit: Option<RateLimitConfig>,
     recovery_interval: Duration,
     last_recovery: Mutex<Option<Instant>>,
+    last_prune: Mutex<Option<Instant>>,
 }
+
+/// How often reservations of recipients no batch has seen lately are swept away.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 impl Sweeper {
     pub fn new(
@@ -84,9 +90,17 @@ impl Sweeper {
             ),
             config,
             retry,
+            rate_limit: None,
             recovery_interval: RECOVERY_INTERVAL,
             last_recovery: Mutex::new(None),
+            last_prune: Mutex::new(None),
         }
+    }
+
+    /// Holds every recipient to the rolling-window limit (production always sets it).
+    pub fn with_rate_limit(mut self, limit: RateLimitConfig) -> Self {
+        self.rate_limit = Some(limit);
+        self
     }
 
     /// Looks for expired claims on every step instead of once per interval (tests).
@@ -102,7 +116,13 @@ impl Sweeper {
     /// One step: maybe recover, claim up to a batch, deliver, record.
     pub async fn sweep_once(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
-        if self.recovery_due() {
+        if self.rate_limit.is_some() && due(&self.last_prune, PRUNE_INTERVAL) {
+            if let Some(limit) = &self.rate_limit {
+                let db = self.pool.get().await?;
+                ratelimit::prune_expired(&db, limit.window).await?;
+            }
+        }
+        if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;
             let recovered =
                 queue::recover_expired(&db, self.config.visibility_timeout, RECOVERY_BATCH).await?;
@@ -140,8 +160,8 @@ impl Sweeper {
             outcome.released = self.release_all(&claimed).await;
             return Ok(outcome);
         }
-        let held = match self.fence(&claimed).await {
-            Ok(held) => held,
+        let (held, deferred) = match self.fence_and_admit(&claimed).await {
+            Ok(admitted) => admitted,
             Err(error) => {
                 // The step fails; what was handed back is visible in the log line.
                 let released = self.release_all(&claimed).await;
@@ -149,7 +169,8 @@ impl Sweeper {
                 return Err(error);
             }
         };
-        outcome.lost = (claimed.len() - held.len()) as u64;
+        outcome.deferred = deferred;
+        outcome.lost = (claimed.len() - held.len()) as u64 - deferred;
         if held.is_empty() {
             return Ok(outcome);
         }
@@ -176,28 +197,42 @@ impl Sweeper {
         Ok(outcome)
     }
 
-    fn recovery_due(&self) -> bool {
-        let Ok(mut last) = self.last_recovery.lock() else {
-            return true;
-        };
-        let now = Instant::now();
-        match *last {
-            Some(at) if now.duration_since(at) < self.recovery_interval => false,
-            _ => {
-                *last = Some(now);
-                true
-            }
-        }
-    }
-
-    async fn fence<'a>(&self, claimed: &'a [Claimed]) -> anyhow::Result<Vec<&'a Claimed>> {
-        let db = self.pool.get().await?;
+    /// In one short transaction: renew the lease of every claim still held (the start
+    /// fence), then admit them against the rate limit; refused ones go back to PENDING,
+    /// due when a slot frees, attempt refunded. Returns what may be sent and how many
+    /// were deferred. No lock outlives the transaction.
+    async fn fence_and_admit<'a>(
+        &self,
+        claimed: &'a [Claimed],
+    ) -> anyhow::Result<(Vec<&'a Claimed>, u64)> {
+        let mut db = self.pool.get().await?;
+        let tx = db.transaction().await?;
         let all: Vec<&Claimed> = claimed.iter().collect();
-        let still_held = queue::start_fence(&db, &all, self.config.visibility_timeout).await?;
-        Ok(all
+        if self.rate_limit.is_some() {
+            let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
+            ratelimit::lock_recipients(&tx, &recipients).await?;
+        }
+        let still_held = queue::start_fence(&tx, &all, self.config.visibility_timeout).await?;
+        let held: Vec<&Claimed> = all
             .into_iter()
             .filter(|c| still_held.contains(&c.id))
-            .collect())
+            .collect();
+        let Some(limit) = &self.rate_limit else {
+            tx.commit().await?;
+            return Ok((held, 0));
+        };
+        let admission = ratelimit::admit(&tx, limit, &held).await?;
+        let deferred: Vec<(&Claimed, Option<chrono::DateTime<chrono::Utc>>)> = admission
+            .deferred
+            .iter()
+            .map(|(c, at)| (*c, Some(*at)))
+            .collect();
+        queue::release(&tx, &deferred).await?;
+        tx.commit().await?;
+        for (claim, at) in &admission.deferred {
+            tracing::info!(notification_id = %claim.id, due_at = %at, "rate limited; deferred");
+        }
+        Ok((admission.admitted, deferred.len() as u64))
     }
 
     /// Calls the provider once for the batch, under the provider time limit.
@@ -266,6 +301,21 @@ impl Sweeper {
                 tracing::warn!(%error, count = claimed.len(), "could not release claims; their lease will expire");
                 0
             }
+        }
+    }
+}
+
+/// True (and remembered) when `interval` has passed since the last time this said true.
+fn due(last: &Mutex<Option<Instant>>, interval: Duration) -> bool {
+    let Ok(mut last) = last.lock() else {
+        return true;
+    };
+    let now = Instant::now();
+    match *last {
+        Some(at) if now.duration_since(at) < interval => false,
+        _ => {
+            *last = Some(now);
+            true
         }
     }
 }
