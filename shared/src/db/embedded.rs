@@ -42,6 +42,16 @@ impl EmbeddedPostgres {
 
         fs::create_dir_all(base_dir)
             .with_context(|| format!("cannot create {}", base_dir.display()))?;
+        // As root the server runs as another user, who must be able to reach the folder;
+        // under a private home (mode 700) it cannot, so use the temporary folder instead.
+        let fallback;
+        let base_dir = if run_as.is_some() && !reachable_by_others(base_dir) {
+            fallback = std::env::temp_dir().join("notify-queue-embedded-postgres");
+            fs::create_dir_all(&fallback)?;
+            fallback.as_path()
+        } else {
+            base_dir
+        };
         let _ = fs::set_permissions(base_dir, fs::Permissions::from_mode(0o755));
         remove_stale_clusters(base_dir);
 
@@ -278,6 +288,14 @@ fn spawn_from_parking_thread(mut command: Command) -> anyhow::Result<Child> {
         .recv()
         .context("the embedded PostgreSQL thread ended early")?
         .context("cannot start postgres")
+}
+
+/// Every folder from the root down to `dir` lets other users pass through.
+fn reachable_by_others(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else { return false };
+    dir.ancestors().all(|folder| {
+        fs::metadata(folder).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    })
 }
 
 fn free_port() -> anyhow::Result<u16> {
