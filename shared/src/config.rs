@@ -37,6 +37,7 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     pub mock: MockProviderConfig,
     pub webhook: WebhookConfig,
+    pub scheduler: crate::schedule::SchedulerConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +151,8 @@ impl Config {
         let webhook_secret = env.string("WEBHOOK_SECRET");
         let webhook_timeout_ms = env.number("WEBHOOK_TIMEOUT_MS", 5000u64, 1, 600_000);
         let webhook_max_attempts = env.number("WEBHOOK_MAX_ATTEMPTS", 10u64, 1, 100) as i32;
+        let scheduler_group = env.string("SCHEDULER_GROUP_NAME").unwrap_or_else(|| "notify-queue".into());
+        let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
 
         if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
             env.problems.push(format!(
@@ -168,6 +171,11 @@ impl Config {
             env.problems.push(format!(
                 "WEBHOOK_URL must be an http:// or https:// URL (got {url:?})"
             ));
+        }
+        if let Some(secret) = &webhook_secret
+            && let Err(error) = crate::webhook::signing::SigningKey::from_secret(secret)
+        {
+            env.problems.push(format!("WEBHOOK_SECRET is not usable: {error}"));
         }
         if let Some(url) = &database_url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
@@ -211,6 +219,10 @@ impl Config {
                 secret: webhook_secret,
                 timeout: Duration::from_millis(webhook_timeout_ms),
                 max_attempts: webhook_max_attempts,
+            },
+            scheduler: crate::schedule::SchedulerConfig {
+                group: scheduler_group,
+                role_arn: scheduler_role_arn,
             },
         })
     }

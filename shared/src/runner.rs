@@ -1,6 +1,6 @@
 //! `notify-local`: the whole system in one process for development and black-box tests.
-//! `APP_ROLE` picks the parts: `all`, `api` (HTTP only) or `worker` (sweeper; HTTP answers
-//! only `/health`). With no `DATABASE_URL` it brings up a private PostgreSQL.
+//! `APP_ROLE` picks the parts: `all`, `api` (HTTP only) or `worker` (sweeper and webhook
+//! drainer; HTTP answers only `/health`). With no `DATABASE_URL` it brings up a private PostgreSQL.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +14,10 @@ use crate::intake::{self, AppState, Routes};
 use crate::provider::simulated::SimulatedProvider;
 use crate::stop::{StopSignal, stop_on_signals};
 use crate::sweeper::{self, Sweeper};
+use crate::webhook::{self, WebhookDrainer};
 use crate::{queue, wake};
 
-/// Extra time granted after the provider time limit for in-flight steps to record.
+/// Extra time granted after the provider (or webhook) time limit for in-flight steps to record.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub async fn run_local(config: Config) -> anyhow::Result<()> {
@@ -44,7 +45,23 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     let pool = db::create_pool(&database_url, config.database_pool_max)?;
 
     let mut workers = None;
+    let mut drainer = None;
     if config.app_role.runs_workers() {
+        // Without WEBHOOK_URL no drainer exists: events stay PENDING in the outbox until a
+        // process with a URL drains them. Built before anything starts, so a bad secret or
+        // URL stops start-up.
+        if config.webhook.url.is_some() {
+            let webhooks = WebhookDrainer::new(
+                pool.clone(),
+                &config.webhook,
+                config.retry,
+                config.worker.poll_interval,
+                Arc::new(ThreadRandom),
+            )?;
+            drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())));
+        } else {
+            tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox");
+        }
         let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
         let sweeper = Arc::new(
             Sweeper::new(
@@ -86,19 +103,31 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         .await
         .context("HTTP server failed")?;
 
+    // One deadline for both loops; anything still running is left to lease recovery.
+    let budget = config.worker.provider_timeout.max(config.webhook.timeout) + SHUTDOWN_GRACE;
+    let deadline = tokio::time::Instant::now() + budget;
     if let Some(workers) = workers {
-        let budget = config.worker.provider_timeout + SHUTDOWN_GRACE;
-        match tokio::time::timeout(budget, workers).await {
-            Ok(Ok(summary)) => tracing::info!(?summary, "sweeper stopped"),
-            Ok(Err(error)) => tracing::error!(%error, "sweeper task failed"),
-            // Anything still running is left to lease recovery.
-            Err(_) => tracing::warn!("sweeper did not finish within the shutdown budget"),
-        }
+        await_loop("sweeper", workers, deadline).await;
+    }
+    if let Some(drainer) = drainer {
+        await_loop("webhook drainer", drainer, deadline).await;
     }
     pool.close();
     drop(embedded);
     eprintln!("notify-local: stopped");
     Ok(())
+}
+
+async fn await_loop<T: std::fmt::Debug>(
+    name: &str,
+    task: tokio::task::JoinHandle<T>,
+    deadline: tokio::time::Instant,
+) {
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(summary)) => tracing::info!(?summary, "{name} stopped"),
+        Ok(Err(error)) => tracing::error!(%error, "{name} task failed"),
+        Err(_) => tracing::warn!("{name} did not finish within the shutdown budget"),
+    }
 }
 
 /// The URL without its password, for logs.

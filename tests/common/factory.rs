@@ -104,3 +104,64 @@ pub async fn count_where(pool: &Pool, condition: &str) -> i64 {
     .expect("count")
     .get(0)
 }
+
+/// Inserts `count` notifications due a second ago in one statement, each to its own
+/// recipient (so no per-recipient limit applies), NORMAL priority, `max_attempts` 6.
+/// Returns their ids. No wake-up is sent: start sweepers after this.
+pub async fn create_due_bulk(pool: &Pool, count: i64) -> Vec<Uuid> {
+    let db = pool.get().await.expect("connection");
+    db.query(
+        "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+                                    priority, payload, scheduled_at, next_attempt_at, max_attempts)
+         SELECT id, 'bulk-' || id, repeat('0', 64), 'bulk-' || g || '@example.com', 'EMAIL',
+                1, '{\"subject\": \"hello\"}'::jsonb, now() - interval '1 second',
+                now() - interval '1 second', 6
+         FROM (SELECT g, gen_random_uuid() AS id FROM generate_series(1, $1::int8) AS g) AS s
+         RETURNING id",
+        &[&count],
+    )
+    .await
+    .expect("bulk insert")
+    .iter()
+    .map(|row| row.get(0))
+    .collect()
+}
+
+/// Moves a PENDING notification to DEAD_LETTERED (attempts used up) with `last_error`, as
+/// the CHECK constraints require (`dead_lettered_at` set). No webhook event is written.
+pub async fn dead_letter(pool: &Pool, id: Uuid, last_error: &str) {
+    finish(
+        pool,
+        id,
+        "status = 'DEAD_LETTERED', dead_lettered_at = now(), attempt_count = max_attempts",
+        last_error,
+    )
+    .await;
+}
+
+/// Moves a PENDING notification to FAILED (one attempt used) with `last_error`, as the
+/// CHECK constraints require (`failed_at` set). No webhook event is written.
+pub async fn fail(pool: &Pool, id: Uuid, last_error: &str) {
+    finish(
+        pool,
+        id,
+        "status = 'FAILED', failed_at = now(), attempt_count = 1",
+        last_error,
+    )
+    .await;
+}
+
+async fn finish(pool: &Pool, id: Uuid, set: &str, last_error: &str) {
+    let db = pool.get().await.expect("connection");
+    let changed = db
+        .execute(
+            &format!(
+                "UPDATE notifications SET {set}, last_error = $2, updated_at = now()
+                 WHERE id = $1 AND status = 'PENDING'"
+            ),
+            &[&id, &last_error],
+        )
+        .await
+        .expect("finish a notification");
+    assert_eq!(changed, 1, "notification {id} was not PENDING");
+}

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod factory;
+pub mod moto;
 
 use std::sync::OnceLock;
 

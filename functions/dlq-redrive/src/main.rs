@@ -1,20 +1,24 @@
-//! `dlq-redrive`: not implemented yet. It starts (configuration and pool are checked once per
-//! container) and answers every invocation with an error saying so, never a fake success.
+//! `dlq-redrive`: an operator's paced bulk redrive of DEAD_LETTERED or FAILED
+//! notifications. `{"at": …}` defers it through a one-time EventBridge Scheduler schedule;
+//! a run that nears its deadline with work left schedules its own continuation.
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use notify_shared::config::Config;
-use notify_shared::functions::Worker;
+use notify_shared::functions::{Redriver, deadline_from_epoch_ms};
 use notify_shared::telemetry;
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let _worker = Worker::from_config(Config::from_env()?)?;
-    lambda_runtime::run(service_fn(|_event: LambdaEvent<Value>| async {
-        Err::<Value, lambda_runtime::Error>(
-            "dlq-redrive: dead-letter redrive is not implemented yet".into(),
-        )
+    let config = Config::from_env()?;
+    let redriver = Redriver::from_config(&config).await?;
+    let redriver = &redriver;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let deadline = deadline_from_epoch_ms(event.context.deadline);
+        let response = redriver.invoke(event.payload, &event.context.invoked_function_arn, deadline).await?;
+        tracing::info!(retried = response.retried, remaining = response.remaining, "redrive finished");
+        Ok::<_, lambda_runtime::Error>(response)
     }))
     .await
 }

@@ -1,20 +1,21 @@
-//! `webhook-drainer`: not implemented yet. It starts (configuration and pool are checked once per
-//! container) and answers every invocation with an error saying so, never a fake success.
+//! `webhook-drainer`: invoked by EventBridge Scheduler; POSTs due webhook events from the
+//! outbox until its deadline nears, then returns a JSON summary.
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use notify_shared::config::Config;
-use notify_shared::functions::Worker;
+use notify_shared::functions::{Worker, deadline_from_epoch_ms};
 use notify_shared::telemetry;
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let _worker = Worker::from_config(Config::from_env()?)?;
-    lambda_runtime::run(service_fn(|_event: LambdaEvent<Value>| async {
-        Err::<Value, lambda_runtime::Error>(
-            "webhook-drainer: the webhook drainer is not implemented yet".into(),
-        )
+    let worker = Worker::from_config(Config::from_env()?)?;
+    let worker = &worker;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let summary = worker.drain_until(deadline_from_epoch_ms(event.context.deadline)).await;
+        tracing::info!(%summary, "webhook-drainer invocation finished");
+        Ok::<_, lambda_runtime::Error>(summary)
     }))
     .await
 }

@@ -292,10 +292,11 @@ fn spawn_from_parking_thread(mut command: Command) -> anyhow::Result<Child> {
 
 /// Every folder from the root down to `dir` lets other users pass through.
 fn reachable_by_others(dir: &Path) -> bool {
-    let Ok(dir) = dir.canonicalize() else { return false };
-    dir.ancestors().all(|folder| {
-        fs::metadata(folder).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
-    })
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    dir.ancestors()
+        .all(|folder| fs::metadata(folder).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -211,7 +211,7 @@ pub async fn docs_page() -> Response {
     response
 }
 
-fn parse_id(text: &str) -> Result<Uuid, ApiError> {
+pub(super) fn parse_id(text: &str) -> Result<Uuid, ApiError> {
     Uuid::try_parse(text).map_err(|_| {
         ApiError::validation(vec![FieldError {
             field: "id".into(),

@@ -7,11 +7,12 @@ pub mod error;
 mod fingerprint;
 pub mod handlers;
 mod middleware;
+mod operations;
 pub mod validation;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use deadpool_postgres::Pool;
 
 pub use fingerprint::fingerprint;
@@ -30,19 +31,20 @@ pub struct AppState {
 pub enum Routes {
     /// The whole API.
     Full,
-    /// Worker processes: `/health` (and `/metrics` once present) only.
+    /// Worker processes: `/health` and `/metrics` only.
     HealthOnly,
 }
 
 pub fn router(state: AppState, routes: Routes) -> Router {
-    let mut router = Router::new().route("/health", get(handlers::health));
+    let mut router = Router::new()
+        .route("/health", get(handlers::health))
+        .route("/metrics", get(operations::metrics));
     if routes == Routes::Full {
         router = router
             .route("/notifications", get(handlers::list).post(handlers::create))
-            .route(
-                "/notifications/{id}",
-                get(handlers::get_one).delete(handlers::cancel),
-            )
+            .route("/notifications/retry", post(operations::retry_bulk))
+            .route("/notifications/{id}", get(handlers::get_one).delete(handlers::cancel))
+            .route("/notifications/{id}/retry", post(operations::retry_one))
             .route("/api/docs-json", get(handlers::openapi))
             .route("/api/docs", get(handlers::docs_page));
     }

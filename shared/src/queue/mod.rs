@@ -1,15 +1,19 @@
 //! The only SQL on the `notifications` table: intake (insert, read, list, cancel) and the
-//! worker's guarded transitions (claim, start fence, record, release, recover).
+//! worker's guarded transitions (claim, start fence, record, release, recover), and the
+//! operator's redrive.
 //!
 //! Every transition that leaves PROCESSING names the claim token it expects; a stale
 //! worker's statement matches no row and changes nothing.
 
 mod records;
+mod redrive;
+pub mod stats;
 mod transitions;
 
 pub use records::{
     Cursor, Due, InsertOutcome, ListFilter, ListPage, NewNotification, cancel, find, insert, list,
 };
+pub use redrive::{RedriveFilter, count_matching, redrive_matching, redrive_one};
 pub use transitions::{
     Claimed, Disposition, RecordSummary, Recovered, claim, record, recover_expired, release,
     start_fence,

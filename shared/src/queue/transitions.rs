@@ -223,7 +223,7 @@ pub async fn record(
 }
 
 /// Hands claims back untried: PENDING, attempt refunded, due at the given time (`None` =
-/// now). Used on shutdown, near a Lambda deadline, after an error before the provider was
+/// now; a time means a rate-limit deferral and is counted as one). Used on shutdown, near a Lambda deadline, after an error before the provider was
 /// called, and for rate-limit deferrals. Returns how many were still held.
 pub async fn release(
     db: &impl GenericClient,
@@ -240,6 +240,7 @@ pub async fn release(
             "UPDATE notifications n
              SET status = 'PENDING', attempt_count = n.attempt_count - 1,
                  next_attempt_at = coalesce(held.due, now()),
+                 rate_limit_deferrals = n.rate_limit_deferrals + (held.due IS NOT NULL)::int,
                  claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
              FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS held(id, token, due)
              WHERE n.id = held.id AND n.claim_token = held.token AND n.status = 'PROCESSING'",

@@ -1,0 +1,228 @@
+//! The only SQL on `webhook_events` outside the notification transitions that insert them:
+//! claim due events under a lease, record a batch of dispatch outcomes, count for metrics.
+//!
+//! A claim counts the dispatch attempt; every later statement names the attempt it expects
+//! (`id, dispatch_attempts`), so a drainer whose lease expired and was taken over changes
+//! nothing.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The `last_error` of an event whose lease expired on its final dispatch attempt.
+pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
+    "Lease expired on the final dispatch attempt; the drainer stopped without recording";
+
+/// An event this drainer holds: DISPATCHING with `dispatch_attempts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedEvent {
+    pub id: Uuid,
+    pub notification_id: Uuid,
+    /// The notification status the event reports (SENT, FAILED or DEAD_LETTERED).
+    pub status: String,
+    /// The notification's attempt count at the transition.
+    pub attempt_count: i32,
+    pub occurred_at: DateTime<Utc>,
+    /// Already counts this dispatch; the fence for [`record`].
+    pub dispatch_attempts: i32,
+}
+
+/// What one claim statement returned.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// Now DISPATCHING under this drainer's lease: send them.
+    pub events: Vec<ClaimedEvent>,
+    /// Found with an expired lease on their final attempt and given up instead.
+    pub given_up: u64,
+}
+
+/// Claims up to `limit` due events, oldest due first: PENDING ones whose
+/// `next_dispatch_at` has come, and DISPATCHING ones whose lease expired (their drainer
+/// died). Each becomes DISPATCHING until `now() + lease`, with the attempt counted.
+///
+/// While an event is DISPATCHING its `next_dispatch_at` is set to its lease expiry, so one
+/// condition on the existing partial index `webhook_events_due` finds both kinds of due
+/// event without scanning live leases.
+///
+/// An expired lease on the final attempt (`dispatch_attempts >= max_attempts`) is given up
+/// rather than sent again, so an event that kills every drainer still runs out of attempts.
+pub async fn claim(
+    db: &impl GenericClient,
+    limit: i64,
+    lease: Duration,
+    max_attempts: i32,
+) -> Result<Claim, tokio_postgres::Error> {
+    let statement = db
+        .prepare_cached(
+            "WITH due AS (
+                SELECT id, dispatch_state = 'DISPATCHING' AND dispatch_attempts >= $3 AS give_up
+                FROM webhook_events
+                WHERE dispatch_state IN ('PENDING', 'DISPATCHING') AND next_dispatch_at <= now()
+                  AND (dispatch_state = 'PENDING' OR lease_expires_at <= now())
+                ORDER BY next_dispatch_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            UPDATE webhook_events e
+            SET dispatch_state = CASE WHEN d.give_up THEN 'GIVEN_UP' ELSE 'DISPATCHING' END,
+                dispatch_attempts = CASE WHEN d.give_up THEN e.dispatch_attempts
+                                         ELSE e.dispatch_attempts + 1 END,
+                lease_expires_at = CASE WHEN d.give_up THEN NULL
+                                        ELSE now() + $2::int8 * interval '1 millisecond' END,
+                next_dispatch_at = CASE WHEN d.give_up THEN e.next_dispatch_at
+                                        ELSE now() + $2::int8 * interval '1 millisecond' END,
+                given_up_at = CASE WHEN d.give_up THEN now() END,
+                last_error = CASE WHEN d.give_up THEN $4 ELSE e.last_error END
+            FROM due d WHERE e.id = d.id
+            RETURNING e.id, e.notification_id, e.status, e.attempt_count, e.occurred_at,
+                      e.dispatch_attempts, e.next_dispatch_at, d.give_up",
+        )
+        .await?;
+    let rows = db
+        .query(
+            &statement,
+            &[
+                &limit,
+                &millis(lease),
+                &max_attempts,
+                &LEASE_EXPIRED_ON_FINAL_ATTEMPT,
+            ],
+        )
+        .await?;
+    let mut claim = Claim::default();
+    let mut ordered = Vec::with_capacity(rows.len());
+    for row in rows {
+        if row.try_get::<_, bool>("give_up")? {
+            claim.given_up += 1;
+            continue;
+        }
+        let due: DateTime<Utc> = row.try_get("next_dispatch_at")?;
+        ordered.push((
+            due,
+            ClaimedEvent {
+                id: row.try_get("id")?,
+                notification_id: row.try_get("notification_id")?,
+                status: row.try_get("status")?,
+                attempt_count: row.try_get("attempt_count")?,
+                occurred_at: row.try_get("occurred_at")?,
+                dispatch_attempts: row.try_get("dispatch_attempts")?,
+            },
+        ));
+    }
+    // UPDATE ... RETURNING has no order of its own; send the oldest events first.
+    ordered.sort_by_key(|(due, event)| (*due, event.occurred_at));
+    claim.events = ordered.into_iter().map(|(_, event)| event).collect();
+    Ok(claim)
+}
+
+/// What happened to one claimed event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dispatch {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Failed with attempts left: PENDING again after `delay`.
+    Retry { error: String, delay: Duration },
+    /// Failed on the final attempt.
+    GivenUp { error: String },
+    /// Never sent (the drainer was stopping): PENDING, due now, attempt refunded.
+    Released,
+}
+
+impl Dispatch {
+    fn state(&self) -> &'static str {
+        match self {
+            Dispatch::Delivered => "DELIVERED",
+            Dispatch::Retry { .. } | Dispatch::Released => "PENDING",
+            Dispatch::GivenUp { .. } => "GIVEN_UP",
+        }
+    }
+
+    fn error(&self) -> Option<&str> {
+        match self {
+            Dispatch::Retry { error, .. } | Dispatch::GivenUp { error } => Some(error),
+            Dispatch::Delivered | Dispatch::Released => None,
+        }
+    }
+}
+
+/// Records a batch of outcomes in one statement. Each row changes only if it is still
+/// DISPATCHING with the attempt given; returns how many did. A delivered event keeps the
+/// last failure's `last_error` for diagnosis.
+pub async fn record(
+    db: &impl GenericClient,
+    results: &[(&ClaimedEvent, Dispatch)],
+) -> Result<u64, tokio_postgres::Error> {
+    if results.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = results.iter().map(|(e, _)| e.id).collect();
+    let attempts: Vec<i32> = results.iter().map(|(e, _)| e.dispatch_attempts).collect();
+    let states: Vec<&str> = results.iter().map(|(_, d)| d.state()).collect();
+    let errors: Vec<Option<&str>> = results.iter().map(|(_, d)| d.error()).collect();
+    let refunds: Vec<bool> = results
+        .iter()
+        .map(|(_, d)| matches!(d, Dispatch::Released))
+        .collect();
+    let delays: Vec<i64> = results
+        .iter()
+        .map(|(_, d)| match d {
+            Dispatch::Retry { delay, .. } => millis(*delay),
+            _ => 0,
+        })
+        .collect();
+    let statement = db
+        .prepare_cached(
+            "UPDATE webhook_events e
+             SET dispatch_state = r.state,
+                 dispatch_attempts = CASE WHEN r.refund THEN e.dispatch_attempts - 1
+                                          ELSE e.dispatch_attempts END,
+                 lease_expires_at = NULL,
+                 next_dispatch_at = CASE WHEN r.state = 'PENDING'
+                     THEN now() + r.delay_ms * interval '1 millisecond'
+                     ELSE e.next_dispatch_at END,
+                 last_error = coalesce(r.error, e.last_error),
+                 delivered_at = CASE WHEN r.state = 'DELIVERED' THEN now() END,
+                 given_up_at = CASE WHEN r.state = 'GIVEN_UP' THEN now() END
+             FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::text[], $5::int8[], $6::bool[])
+                 AS r(id, attempt, state, error, delay_ms, refund)
+             WHERE e.id = r.id AND e.dispatch_attempts = r.attempt
+               AND e.dispatch_state = 'DISPATCHING'",
+        )
+        .await?;
+    db.execute(
+        &statement,
+        &[&ids, &attempts, &states, &errors, &delays, &refunds],
+    )
+    .await
+}
+
+/// Outbox totals for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxCounts {
+    /// Waiting or being sent (PENDING + DISPATCHING).
+    pub pending: i64,
+    pub delivered: i64,
+    pub given_up: i64,
+}
+
+pub async fn counts(db: &impl GenericClient) -> Result<OutboxCounts, tokio_postgres::Error> {
+    let statement = db
+        .prepare_cached(
+            "SELECT count(*) FILTER (WHERE dispatch_state IN ('PENDING', 'DISPATCHING')),
+                    count(*) FILTER (WHERE dispatch_state = 'DELIVERED'),
+                    count(*) FILTER (WHERE dispatch_state = 'GIVEN_UP')
+             FROM webhook_events",
+        )
+        .await?;
+    let row = db.query_one(&statement, &[]).await?;
+    Ok(OutboxCounts {
+        pending: row.try_get(0)?,
+        delivered: row.try_get(1)?,
+        given_up: row.try_get(2)?,
+    })
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
