@@ -1,6 +1,7 @@
 //! The HTTP API: one axum [`Router`] served by `intake-api` on Lambda and by
 //! `notify-local` on a socket.
 
+mod batch;
 mod body;
 mod docs;
 pub mod error;
@@ -42,6 +43,7 @@ pub fn router(state: AppState, routes: Routes) -> Router {
     if routes == Routes::Full {
         router = router
             .route("/notifications", get(handlers::list).post(handlers::create))
+            .route("/notifications/batch", post(batch::create_batch))
             .route("/notifications/retry", post(operations::retry_bulk))
             .route("/notifications/{id}", get(handlers::get_one).delete(handlers::cancel))
             .route("/notifications/{id}/retry", post(operations::retry_one))

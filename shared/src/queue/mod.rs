@@ -11,7 +11,8 @@ pub mod stats;
 mod transitions;
 
 pub use records::{
-    Cursor, Due, InsertOutcome, ListFilter, ListPage, NewNotification, cancel, find, insert, list,
+    BatchOutcome, Cursor, Due, InsertOutcome, ListFilter, ListPage, NewNotification, cancel, find,
+    insert, insert_batch, list,
 };
 pub use redrive::{RedriveFilter, count_matching, redrive_matching, redrive_one};
 pub use transitions::{

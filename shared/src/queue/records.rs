@@ -269,3 +269,103 @@ mod tests {
         assert_eq!(Cursor::decode(&padded), None);
     }
 }
+
+/// The idempotency outcome of one item of a batch insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOutcome {
+    Created(Uuid),
+    Replayed(Uuid),
+    Conflict,
+}
+
+/// Inserts many notifications with one set-based statement; each item gets its own
+/// idempotency outcome, exactly as if it had been posted alone (an item repeating an
+/// earlier item's key in the same batch is a replay or a conflict of that item).
+pub async fn insert_batch(
+    db: &impl GenericClient,
+    items: &[NewNotification],
+) -> Result<Vec<BatchOutcome>, tokio_postgres::Error> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = items.iter().map(|n| n.id).collect();
+    let keys: Vec<&str> = items.iter().map(|n| n.idempotency_key.as_str()).collect();
+    let fingerprints: Vec<&str> = items.iter().map(|n| n.fingerprint.as_str()).collect();
+    let recipients: Vec<&str> = items.iter().map(|n| n.recipient.as_str()).collect();
+    let channels: Vec<&str> = items.iter().map(|n| n.channel.as_str()).collect();
+    let priorities: Vec<i16> = items.iter().map(|n| n.priority.rank()).collect();
+    let payloads: Vec<&Value> = items.iter().map(|n| &n.payload).collect();
+    let at: Vec<Option<DateTime<Utc>>> = items
+        .iter()
+        .map(|n| match n.due {
+            Due::At(at) => Some(at),
+            Due::AfterSeconds(_) => None,
+        })
+        .collect();
+    let after: Vec<Option<i32>> = items
+        .iter()
+        .map(|n| match n.due {
+            Due::At(_) => None,
+            Due::AfterSeconds(seconds) => Some(seconds),
+        })
+        .collect();
+    let max_attempts: Vec<i32> = items.iter().map(|n| n.max_attempts).collect();
+
+    let statement = db
+        .prepare_cached(&format!(
+            "WITH inserted AS (
+                INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+                                           priority, payload, scheduled_at, next_attempt_at, max_attempts)
+                SELECT id, key, fingerprint, recipient, channel, priority, payload, due, due, max_attempts
+                FROM (SELECT *, coalesce(at, now() + after_s * interval '1 second') AS due
+                      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int2[],
+                                  $7::jsonb[], $8::timestamptz[], $9::int4[], $10::int4[])
+                           AS i(id, key, fingerprint, recipient, channel, priority, payload, at, after_s,
+                                max_attempts)) AS input
+                ON CONFLICT (idempotency_key) DO NOTHING
+                RETURNING id, next_attempt_at
+            ), woken AS (
+                SELECT pg_notify('{wake}', '') WHERE EXISTS (SELECT 1 FROM inserted WHERE next_attempt_at <= now())
+            )
+            SELECT id, (SELECT count(*) FROM woken) FROM inserted",
+            wake = super::WAKE_CHANNEL
+        ))
+        .await?;
+    let rows = db
+        .query(
+            &statement,
+            &[&ids, &keys, &fingerprints, &recipients, &channels, &priorities, &payloads, &at, &after, &max_attempts],
+        )
+        .await?;
+    let inserted: std::collections::HashSet<Uuid> =
+        rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+
+    // Keys that were not inserted belong to an earlier row (or an earlier item of this
+    // batch): read what won to tell replays from conflicts.
+    let lost: Vec<&str> = items
+        .iter()
+        .filter(|n| !inserted.contains(&n.id))
+        .map(|n| n.idempotency_key.as_str())
+        .collect();
+    let mut winners: std::collections::HashMap<String, (Uuid, String)> = std::collections::HashMap::new();
+    if !lost.is_empty() {
+        let statement = db
+            .prepare_cached("SELECT idempotency_key, id, fingerprint FROM notifications WHERE idempotency_key = ANY($1)")
+            .await?;
+        for row in db.query(&statement, &[&lost]).await? {
+            winners.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?));
+        }
+    }
+    Ok(items
+        .iter()
+        .map(|item| {
+            if inserted.contains(&item.id) {
+                return BatchOutcome::Created(item.id);
+            }
+            match winners.get(&item.idempotency_key) {
+                Some((id, fingerprint)) if *fingerprint == item.fingerprint => BatchOutcome::Replayed(*id),
+                _ => BatchOutcome::Conflict,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,101 @@
+//! `POST /notifications/batch`: up to 5,000 notifications in one set-based insert, each
+//! with its own validation and idempotency result; one bad item never fails the others.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::AppState;
+use super::body::read_json;
+use super::error::{ApiError, FieldError};
+use super::fingerprint::fingerprint;
+use super::validation::validate_create;
+use crate::queue::{self, BatchOutcome, NewNotification};
+
+pub const BATCH_BODY_LIMIT: usize = 8 * 1024 * 1024;
+pub const BATCH_MAX_ITEMS: usize = 5000;
+
+#[derive(Debug, Serialize)]
+struct ItemResult {
+    index: usize,
+    status: u16,
+    id: Option<Uuid>,
+    errors: Vec<FieldError>,
+}
+
+pub async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let body = read_json(&headers, body, BATCH_BODY_LIMIT).await?.unwrap_or(Value::Null);
+    let items = batch_items(&body)?;
+    let now = chrono::Utc::now();
+
+    let mut results: Vec<ItemResult> = Vec::with_capacity(items.len());
+    let mut valid: Vec<NewNotification> = Vec::with_capacity(items.len());
+    let mut valid_index: Vec<usize> = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        match validate_create(item, now) {
+            Ok(request) => {
+                valid_index.push(index);
+                valid.push(NewNotification {
+                    id: Uuid::new_v4(),
+                    fingerprint: fingerprint(&request),
+                    idempotency_key: request.idempotency_key,
+                    recipient: request.recipient,
+                    channel: request.channel,
+                    priority: request.priority,
+                    payload: request.payload,
+                    due: request.due,
+                    max_attempts: state.max_attempts,
+                });
+                results.push(ItemResult { index, status: 0, id: None, errors: Vec::new() });
+            }
+            Err(errors) => results.push(ItemResult { index, status: 400, id: None, errors }),
+        }
+    }
+
+    let db = state.pool.get().await?;
+    let outcomes = queue::insert_batch(&db, &valid).await?;
+    for ((index, item), outcome) in valid_index.into_iter().zip(&valid).zip(outcomes) {
+        let result = &mut results[index];
+        match outcome {
+            BatchOutcome::Created(id) => (result.status, result.id) = (201, Some(id)),
+            BatchOutcome::Replayed(id) => (result.status, result.id) = (200, Some(id)),
+            BatchOutcome::Conflict => {
+                result.status = 409;
+                result.errors.push(FieldError {
+                    field: "idempotencyKey".into(),
+                    errors: vec![format!(
+                        "Idempotency key \"{}\" was already used for a different notification request",
+                        item.idempotency_key
+                    )],
+                });
+            }
+        }
+    }
+    Ok(Json(serde_json::json!({ "results": results })).into_response())
+}
+
+/// `{"notifications": [1–5000 objects]}` and nothing else.
+fn batch_items(body: &Value) -> Result<&Vec<Value>, ApiError> {
+    let field = |name: &str, message: String| {
+        ApiError::validation(vec![FieldError { field: name.into(), errors: vec![message] }])
+    };
+    let Some(object) = body.as_object() else {
+        return Err(field("body", "body must be a JSON object".into()));
+    };
+    if let Some(unknown) = object.keys().find(|k| *k != "notifications") {
+        return Err(field(unknown, format!("property {unknown} should not exist")));
+    }
+    match object.get("notifications") {
+        Some(Value::Array(items)) if (1..=BATCH_MAX_ITEMS).contains(&items.len()) => Ok(items),
+        Some(Value::Array(_)) => Err(field(
+            "notifications",
+            format!("notifications must contain between 1 and {BATCH_MAX_ITEMS} items"),
+        )),
+        _ => Err(field("notifications", "notifications must be an array".into())),
+    }
+}
