@@ -500,6 +500,7 @@ async fn paging_rows_that_share_one_created_at_skips_and_repeats_nothing() {
                 payload: json!({}),
                 due: queue::Due::AfterSeconds(3600),
                 max_attempts: 6,
+                owner_key_id: None,
             };
             queue::insert(&transaction, &new).await.expect("insert");
         }
@@ -602,7 +603,7 @@ async fn cancel_racing_claims_never_leaves_a_notification_both_cancelled_and_cla
         let connection = cancel_pool.get().await.expect("db");
         let mut cancelled = HashSet::new();
         for notification in &created {
-            if let Some(after) = queue::cancel(&connection, notification.id)
+            if let Some(after) = queue::cancel(&connection, notification.id, None)
                 .await
                 .expect("cancel")
                 && after.status == "CANCELLED"

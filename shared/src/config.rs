@@ -31,6 +31,8 @@ pub struct Config {
     pub database_url: Option<String>,
     pub database_pool_max: usize,
     pub app_role: AppRole,
+    /// Deployed API: serve without keys when none exist (`ALLOW_ANONYMOUS=true`).
+    pub allow_anonymous: bool,
     pub port: u16,
     pub worker: WorkerConfig,
     pub retry: RetryPolicy,
@@ -134,6 +136,14 @@ impl Config {
             }
         };
         let port = env.number("PORT", 3000u64, 0, 65535) as u16;
+        let allow_anonymous = match env.string("ALLOW_ANONYMOUS").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                env.problems.push(format!("ALLOW_ANONYMOUS must be true or false (got {other:?})"));
+                false
+            }
+        };
 
         let batch_size = env.number("WORKER_BATCH_SIZE", 100u64, 1, 10_000) as i64;
         let concurrency = env.number("WORKER_CONCURRENCY", 10u64, 1, 1000) as usize;
@@ -193,6 +203,7 @@ impl Config {
             database_url,
             database_pool_max,
             app_role,
+            allow_anonymous,
             port,
             worker: WorkerConfig {
                 batch_size,

@@ -3,6 +3,7 @@
 //! Everything the Lambda functions and the local runner do lives here; their `main`s only
 //! build configuration and the pool once and call in.
 
+pub mod auth;
 pub mod backoff;
 pub mod config;
 pub mod db;

@@ -82,9 +82,18 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     } else {
         Routes::HealthOnly
     };
+    // The local runner may run without keys, and says so loudly.
+    let auth = crate::auth::authenticator_for(&pool, true).await?;
+    if auth.is_anonymous() {
+        let warning = "no API keys exist: EVERY ROUTE IS OPEN TO ANYONE who can reach this port \
+                       (create a key with `notify-local keys create --scope operator`)";
+        eprintln!("notify-local: WARNING: {warning}");
+        tracing::warn!("{warning}");
+    }
     let state = AppState {
         pool: pool.clone(),
         max_attempts: config.retry.max_attempts(),
+        auth,
     };
     let app = intake::router(state, routes);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
@@ -154,4 +163,67 @@ mod tests {
         );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
     }
+}
+
+/// `notify-local keys create|list|revoke`: manages API keys in the database named by
+/// `DATABASE_URL` (keys in a private, throw-away database would be useless).
+pub async fn keys_command(config: &Config, args: &[String]) -> anyhow::Result<()> {
+    const USAGE: &str = "usage: notify-local keys create --scope client|operator [--name NAME]\n\
+                         \x20      notify-local keys list\n\
+                         \x20      notify-local keys revoke KEY_ID";
+    let url = config
+        .database_url
+        .as_deref()
+        .context("keys are stored in the database: set DATABASE_URL")?;
+    db::migrate(url).await?;
+    let pool = db::create_pool(url, 1)?;
+    let client = pool.get().await?;
+    match args.first().map(String::as_str) {
+        Some("create") => {
+            let mut scope = None;
+            let mut name = "unnamed".to_string();
+            let mut rest = args[1..].iter();
+            while let Some(flag) = rest.next() {
+                match (flag.as_str(), rest.next()) {
+                    ("--scope", Some(value)) => {
+                        scope = Some(crate::auth::Scope::parse(value).with_context(|| {
+                            format!("--scope must be client or operator (got {value:?})\n{USAGE}")
+                        })?)
+                    }
+                    ("--name", Some(value)) => name = value.clone(),
+                    _ => anyhow::bail!("unexpected argument {flag:?}\n{USAGE}"),
+                }
+            }
+            let scope = scope.with_context(|| format!("--scope is required\n{USAGE}"))?;
+            let (id, key) = crate::auth::create_key(&client, &name, scope).await?;
+            eprintln!("created {} key {id} ({name}); the key is shown once, store it now:", scope.as_str());
+            println!("{key}");
+        }
+        Some("list") => {
+            for key in crate::auth::list_keys(&client).await? {
+                let state = match key.revoked_at {
+                    Some(at) => format!("revoked {}", crate::notification::format_time(&at)),
+                    None => "active".to_string(),
+                };
+                println!(
+                    "{}  {:8}  {:7}  created {}  {}",
+                    key.id,
+                    key.scope,
+                    state,
+                    crate::notification::format_time(&key.created_at),
+                    key.name
+                );
+            }
+        }
+        Some("revoke") => {
+            let id = args
+                .get(1)
+                .and_then(|id| uuid::Uuid::try_parse(id).ok())
+                .with_context(|| format!("revoke needs a key id (see `keys list`)\n{USAGE}"))?;
+            anyhow::ensure!(crate::auth::revoke_key(&client, id).await?, "no active key {id}");
+            eprintln!("revoked {id}; running processes stop accepting it within 10 s");
+        }
+        _ => anyhow::bail!("{USAGE}"),
+    }
+    Ok(())
 }

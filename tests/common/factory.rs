@@ -68,6 +68,7 @@ pub async fn create(pool: &Pool, spec: Spec) -> Notification {
         payload: json!({"subject": "hello"}),
         due: spec.due,
         max_attempts: spec.max_attempts,
+        owner_key_id: None,
     };
     match queue::insert(&db, &new).await.expect("insert") {
         InsertOutcome::Created(notification) => notification,
@@ -90,7 +91,7 @@ pub async fn create_many(
 /// Reads a notification as the API would show it.
 pub async fn load(pool: &Pool, id: Uuid) -> Notification {
     let db = pool.get().await.expect("connection");
-    queue::find(&db, id).await.expect("find").expect("exists")
+    queue::find(&db, id, None).await.expect("find").expect("exists")
 }
 
 /// Count of rows matching a SQL condition on `notifications`.

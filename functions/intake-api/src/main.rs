@@ -15,9 +15,12 @@ async fn main() -> Result<(), lambda_http::Error> {
         .ok_or("DATABASE_URL is required")?;
     // Built once per container; connections open on first use.
     let pool = db::create_pool(url, config.database_pool_max)?;
+    // Refuses to start without keys unless anonymous access is explicitly allowed.
+    let auth = notify_shared::auth::authenticator_for(&pool, config.allow_anonymous).await?;
     let state = AppState {
         pool,
         max_attempts: config.retry.max_attempts(),
+        auth,
     };
     lambda_http::run(intake::router(state, Routes::Full)).await
 }

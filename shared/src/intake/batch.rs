@@ -1,7 +1,7 @@
 //! `POST /notifications/batch`: up to 5,000 notifications in one set-based insert, each
 //! with its own validation and idempotency result; one bad item never fails the others.
 
-use axum::Json;
+use axum::{Extension, Json};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -15,6 +15,7 @@ use super::body::read_json;
 use super::error::{ApiError, FieldError};
 use super::fingerprint::fingerprint;
 use super::validation::validate_create;
+use crate::auth::Caller;
 use crate::queue::{self, BatchOutcome, NewNotification};
 
 pub const BATCH_BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -28,7 +29,12 @@ struct ItemResult {
     errors: Vec<FieldError>,
 }
 
-pub async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn create_batch(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let body = read_json(&headers, body, BATCH_BODY_LIMIT).await?.unwrap_or(Value::Null);
     let items = batch_items(&body)?;
     let now = chrono::Utc::now();
@@ -50,6 +56,7 @@ pub async fn create_batch(State(state): State<AppState>, headers: HeaderMap, bod
                     payload: request.payload,
                     due: request.due,
                     max_attempts: state.max_attempts,
+                    owner_key_id: caller.key_id,
                 });
                 results.push(ItemResult { index, status: 0, id: None, errors: Vec::new() });
             }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::body::Body;
+use axum::Extension;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -15,6 +16,7 @@ use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, FieldError};
 use super::fingerprint::fingerprint;
 use super::validation::{RECIPIENT_MAX, validate_create};
+use crate::auth::Caller;
 use crate::notification::Status;
 use crate::queue::{self, Cursor, InsertOutcome, ListFilter, NewNotification};
 
@@ -23,6 +25,7 @@ const CURSOR_MAX: usize = 512;
 
 pub async fn create(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -40,6 +43,7 @@ pub async fn create(
         payload: request.payload,
         due: request.due,
         max_attempts: state.max_attempts,
+        owner_key_id: caller.key_id,
     };
     let db = state.pool.get().await?;
     match queue::insert(&db, &new).await? {
@@ -68,11 +72,12 @@ fn with_replayed(mut response: Response, replayed: bool) -> Response {
 
 pub async fn get_one(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let db = state.pool.get().await?;
-    match queue::find(&db, id).await? {
+    match queue::find(&db, id, caller.owner_filter()).await? {
         Some(notification) => Ok(Json(notification).into_response()),
         None => Err(not_found(id)),
     }
@@ -80,11 +85,12 @@ pub async fn get_one(
 
 pub async fn cancel(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let db = state.pool.get().await?;
-    let notification = queue::cancel(&db, id).await?.ok_or_else(|| not_found(id))?;
+    let notification = queue::cancel(&db, id, caller.owner_filter()).await?.ok_or_else(|| not_found(id))?;
     match notification.status() {
         Some(Status::Cancelled) => Ok(Json(notification).into_response()),
         _ => Err(ApiError::conflict(format!(
@@ -96,9 +102,11 @@ pub async fn cancel(
 
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let filter = parse_list_query(query.as_deref().unwrap_or(""))?;
+    let mut filter = parse_list_query(query.as_deref().unwrap_or(""))?;
+    filter.owner = caller.owner_filter();
     let db = state.pool.get().await?;
     let page = queue::list(&db, &filter).await?;
     Ok(Json(json!({

@@ -12,9 +12,15 @@ mod operations;
 pub mod validation;
 
 use axum::Router;
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use deadpool_postgres::Pool;
+
+use crate::auth::{Authenticator, Refusal, Scope};
+use error::ApiError;
 
 pub use fingerprint::fingerprint;
 pub use middleware::request_id_for;
@@ -25,6 +31,7 @@ pub struct AppState {
     pub pool: Pool,
     /// Attempts a new notification gets (`MAX_RETRIES + 1`).
     pub max_attempts: i32,
+    pub auth: Authenticator,
 }
 
 /// Which routes a process answers.
@@ -36,23 +43,65 @@ pub enum Routes {
     HealthOnly,
 }
 
+/// Routes by the scope they need: `/health` and the API documents are open; a client key
+/// may create, read, list and cancel; redrive and metrics need an operator key.
 pub fn router(state: AppState, routes: Routes) -> Router {
-    let mut router = Router::new()
-        .route("/health", get(handlers::health))
-        .route("/metrics", get(operations::metrics));
+    let operator = from_fn_with_state(state.clone(), require_operator);
+    let client = from_fn_with_state(state.clone(), require_client);
+    let mut router = Router::new().route("/metrics", get(operations::metrics).route_layer(operator.clone()));
     if routes == Routes::Full {
-        router = router
+        let client_routes = Router::new()
             .route("/notifications", get(handlers::list).post(handlers::create))
             .route("/notifications/batch", post(batch::create_batch))
-            .route("/notifications/retry", post(operations::retry_bulk))
             .route("/notifications/{id}", get(handlers::get_one).delete(handlers::cancel))
+            .route_layer(client);
+        let operator_routes = Router::new()
+            .route("/notifications/retry", post(operations::retry_bulk))
             .route("/notifications/{id}/retry", post(operations::retry_one))
+            .route_layer(operator);
+        router = router
+            .merge(client_routes)
+            .merge(operator_routes)
             .route("/api/docs-json", get(handlers::openapi))
             .route("/api/docs", get(handlers::docs_page));
     }
     router
+        .route("/health", get(handlers::health))
         .fallback(|| async { StatusCode::NOT_FOUND })
         .method_not_allowed_fallback(|| async { StatusCode::METHOD_NOT_ALLOWED })
         .layer(axum::middleware::from_fn(middleware::around_request))
         .with_state(state)
+}
+
+async fn require_client(state: State<AppState>, request: Request, next: Next) -> Response {
+    authorize(state, request, next, Scope::Client).await
+}
+
+async fn require_operator(state: State<AppState>, request: Request, next: Next) -> Response {
+    authorize(state, request, next, Scope::Operator).await
+}
+
+/// Lets the request through with its [`crate::auth::Caller`] attached, or answers 401/403.
+async fn authorize(State(state): State<AppState>, mut request: Request, next: Next, required: Scope) -> Response {
+    let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match state.auth.authorize(header, required).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(Refusal::Unauthenticated) => {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "A valid API key is required: send Authorization: Bearer <key>",
+            )
+            .into_response();
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+        Err(Refusal::Forbidden) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("This API key may not use this route; it needs the {} scope", required.as_str()),
+        )
+        .into_response(),
+    }
 }

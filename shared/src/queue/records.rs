@@ -31,6 +31,8 @@ pub struct NewNotification {
     pub payload: Value,
     pub due: Due,
     pub max_attempts: i32,
+    /// The API key that created it; `None` for anonymous access.
+    pub owner_key_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +53,8 @@ pub async fn insert(
     let sql = format!(
         "WITH inserted AS (
             INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel, priority,
-                                       payload, scheduled_at, next_attempt_at, max_attempts)
-            SELECT $1, $2, $3, $4, $5, $6, $7, due.at, due.at, $10
+                                       payload, scheduled_at, next_attempt_at, max_attempts, owner_key_id)
+            SELECT $1, $2, $3, $4, $5, $6, $7, due.at, due.at, $10, $11
             FROM (SELECT coalesce($8::timestamptz, now() + $9::int4 * interval '1 second') AS at) due
             ON CONFLICT (idempotency_key) DO NOTHING
             RETURNING {NOTIFICATION_COLUMNS}
@@ -81,6 +83,7 @@ pub async fn insert(
                 &at,
                 &after,
                 &new.max_attempts,
+                &new.owner_key_id,
             ],
         )
         .await?;
@@ -88,29 +91,32 @@ pub async fn insert(
         return Ok(InsertOutcome::Created(from_row(&row)?));
     }
     let sql = format!(
-        "SELECT {NOTIFICATION_COLUMNS}, fingerprint FROM notifications WHERE idempotency_key = $1"
+        "SELECT {NOTIFICATION_COLUMNS}, fingerprint, owner_key_id FROM notifications WHERE idempotency_key = $1"
     );
     let statement = db.prepare_cached(&sql).await?;
     let existing = db.query_one(&statement, &[&new.idempotency_key]).await?;
     let fingerprint: String = existing.try_get("fingerprint")?;
-    Ok(if fingerprint == new.fingerprint {
+    let owner: Option<Uuid> = existing.try_get("owner_key_id")?;
+    // Another caller's notification is never shown: a key reused across callers conflicts.
+    Ok(if fingerprint == new.fingerprint && owner == new.owner_key_id {
         InsertOutcome::Replayed(from_row(&existing)?)
     } else {
         InsertOutcome::Conflict
     })
 }
 
+/// Reads one notification; with `owner`, only if that key created it.
 pub async fn find(
     db: &impl GenericClient,
     id: Uuid,
+    owner: Option<Uuid>,
 ) -> Result<Option<Notification>, tokio_postgres::Error> {
-    let sql = format!("SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = $1");
+    let sql = format!(
+        "SELECT {NOTIFICATION_COLUMNS} FROM notifications
+         WHERE id = $1 AND ($2::uuid IS NULL OR owner_key_id = $2)"
+    );
     let statement = db.prepare_cached(&sql).await?;
-    db.query_opt(&statement, &[&id])
-        .await?
-        .as_ref()
-        .map(from_row)
-        .transpose()
+    db.query_opt(&statement, &[&id, &owner]).await?.as_ref().map(from_row).transpose()
 }
 
 /// Cancels a PENDING notification in one conditional update. A sweeper claiming it at the
@@ -119,17 +125,18 @@ pub async fn find(
 pub async fn cancel(
     db: &impl GenericClient,
     id: Uuid,
+    owner: Option<Uuid>,
 ) -> Result<Option<Notification>, tokio_postgres::Error> {
     let sql = format!(
         "UPDATE notifications
          SET status = 'CANCELLED', cancelled_at = now(), updated_at = now()
-         WHERE id = $1 AND status = 'PENDING'
+         WHERE id = $1 AND status = 'PENDING' AND ($2::uuid IS NULL OR owner_key_id = $2)
          RETURNING {NOTIFICATION_COLUMNS}"
     );
     let statement = db.prepare_cached(&sql).await?;
-    match db.query_opt(&statement, &[&id]).await? {
+    match db.query_opt(&statement, &[&id, &owner]).await? {
         Some(row) => Ok(Some(from_row(&row)?)),
-        None => find(db, id).await,
+        None => find(db, id, owner).await,
     }
 }
 
@@ -171,6 +178,8 @@ impl Cursor {
 
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
+    /// Only notifications this key created (`None`: all).
+    pub owner: Option<Uuid>,
     pub status: Option<Status>,
     pub recipient: Option<String>,
     pub after: Option<Cursor>,
@@ -200,6 +209,10 @@ pub async fn list(
 
     let mut conditions = Vec::new();
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+    if let Some(owner) = &filter.owner {
+        params.push(owner);
+        conditions.push(format!("owner_key_id = ${}", params.len()));
+    }
     if let Some(status) = &status {
         params.push(status);
         conditions.push(format!("status = ${}", params.len()));
@@ -310,18 +323,19 @@ pub async fn insert_batch(
         })
         .collect();
     let max_attempts: Vec<i32> = items.iter().map(|n| n.max_attempts).collect();
+    let owners: Vec<Option<Uuid>> = items.iter().map(|n| n.owner_key_id).collect();
 
     let statement = db
         .prepare_cached(&format!(
             "WITH inserted AS (
-                INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
-                                           priority, payload, scheduled_at, next_attempt_at, max_attempts)
-                SELECT id, key, fingerprint, recipient, channel, priority, payload, due, due, max_attempts
+                INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel, priority,
+                                           payload, scheduled_at, next_attempt_at, max_attempts, owner_key_id)
+                SELECT id, key, fingerprint, recipient, channel, priority, payload, due, due, max_attempts, owner
                 FROM (SELECT *, coalesce(at, now() + after_s * interval '1 second') AS due
                       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int2[],
-                                  $7::jsonb[], $8::timestamptz[], $9::int4[], $10::int4[])
+                                  $7::jsonb[], $8::timestamptz[], $9::int4[], $10::int4[], $11::uuid[])
                            AS i(id, key, fingerprint, recipient, channel, priority, payload, at, after_s,
-                                max_attempts)) AS input
+                                max_attempts, owner)) AS input
                 ON CONFLICT (idempotency_key) DO NOTHING
                 RETURNING id, next_attempt_at
             ), woken AS (
@@ -334,7 +348,7 @@ pub async fn insert_batch(
     let rows = db
         .query(
             &statement,
-            &[&ids, &keys, &fingerprints, &recipients, &channels, &priorities, &payloads, &at, &after, &max_attempts],
+            &[&ids, &keys, &fingerprints, &recipients, &channels, &priorities, &payloads, &at, &after, &max_attempts, &owners],
         )
         .await?;
     let inserted: std::collections::HashSet<Uuid> =
@@ -347,13 +361,17 @@ pub async fn insert_batch(
         .filter(|n| !inserted.contains(&n.id))
         .map(|n| n.idempotency_key.as_str())
         .collect();
-    let mut winners: std::collections::HashMap<String, (Uuid, String)> = std::collections::HashMap::new();
+    let mut winners: std::collections::HashMap<String, (Uuid, String, Option<Uuid>)> =
+        std::collections::HashMap::new();
     if !lost.is_empty() {
         let statement = db
-            .prepare_cached("SELECT idempotency_key, id, fingerprint FROM notifications WHERE idempotency_key = ANY($1)")
+            .prepare_cached(
+                "SELECT idempotency_key, id, fingerprint, owner_key_id FROM notifications
+                 WHERE idempotency_key = ANY($1)",
+            )
             .await?;
         for row in db.query(&statement, &[&lost]).await? {
-            winners.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?));
+            winners.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?));
         }
     }
     Ok(items
@@ -363,7 +381,9 @@ pub async fn insert_batch(
                 return BatchOutcome::Created(item.id);
             }
             match winners.get(&item.idempotency_key) {
-                Some((id, fingerprint)) if *fingerprint == item.fingerprint => BatchOutcome::Replayed(*id),
+                Some((id, fingerprint, owner)) if *fingerprint == item.fingerprint && *owner == item.owner_key_id => {
+                    BatchOutcome::Replayed(*id)
+                }
                 _ => BatchOutcome::Conflict,
             }
         })

@@ -32,7 +32,7 @@ pub async fn redrive_one(
     if let Some(row) = db.query_opt(&statement, &[&max_attempts, &id]).await? {
         return Ok(Some((from_row(&row)?, true)));
     }
-    Ok(super::find(db, id).await?.map(|n| (n, false)))
+    Ok(super::find(db, id, None).await?.map(|n| (n, false)))
 }
 
 /// Which notifications a bulk redrive takes.

@@ -1,0 +1,255 @@
+//! API keys: `Authorization: Bearer nq_<key id>_<secret>`. Only a SHA-256 hash of the
+//! secret is stored; the presented secret is compared in constant time. A key has a
+//! scope: `client` (create, read, list and cancel its own notifications) or `operator`
+//! (everything, including redrive and metrics). The only SQL on `api_keys` lives here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+const PREFIX: &str = "nq_";
+/// A verified key is trusted this long before it is checked again (revocation delay).
+const CACHE_TTL: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Client,
+    Operator,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Client => "client",
+            Scope::Operator => "operator",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "client" => Some(Scope::Client),
+            "operator" => Some(Scope::Operator),
+            _ => None,
+        }
+    }
+
+    /// An operator key may do everything a client key may.
+    pub fn allows(self, required: Scope) -> bool {
+        self >= required
+    }
+}
+
+/// Who is calling: a key (and its scope), or anonymous access (every route open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub key_id: Option<Uuid>,
+    pub scope: Scope,
+}
+
+impl Caller {
+    pub const ANONYMOUS: Caller = Caller { key_id: None, scope: Scope::Operator };
+
+    /// Client keys see only their own notifications; operators and anonymous see all.
+    pub fn owner_filter(&self) -> Option<Uuid> {
+        match self.scope {
+            Scope::Client => self.key_id,
+            Scope::Operator => None,
+        }
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No key, a malformed key, an unknown or revoked key: 401.
+    Unauthenticated,
+    /// A valid key without the scope the route needs: 403.
+    Forbidden,
+}
+
+#[derive(Clone)]
+pub struct Authenticator {
+    pool: Option<Pool>,
+    cache: Arc<Mutex<HashMap<[u8; 32], (Caller, Instant)>>>,
+}
+
+impl Authenticator {
+    /// Every request is let in as an operator. The local runner and deployments that
+    /// explicitly allow it use this.
+    pub fn anonymous() -> Self {
+        Authenticator { pool: None, cache: Arc::default() }
+    }
+
+    pub fn with_keys(pool: Pool) -> Self {
+        Authenticator { pool: Some(pool), cache: Arc::default() }
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.pool.is_none()
+    }
+
+    /// Checks the `Authorization` header value against the key store.
+    pub async fn authorize(&self, header: Option<&str>, required: Scope) -> Result<Caller, Refusal> {
+        let Some(pool) = &self.pool else { return Ok(Caller::ANONYMOUS) };
+        let key = header
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or(Refusal::Unauthenticated)?;
+        let fingerprint: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        let cached = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(&fingerprint).copied())
+            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .map(|(caller, _)| caller);
+        let caller = match cached {
+            Some(caller) => caller,
+            None => {
+                let caller = verify(pool, key).await.ok_or(Refusal::Unauthenticated)?;
+                if let Ok(mut cache) = self.cache.lock() {
+                    if cache.len() > 10_000 {
+                        cache.clear();
+                    }
+                    cache.insert(fingerprint, (caller, Instant::now()));
+                }
+                caller
+            }
+        };
+        if caller.scope.allows(required) { Ok(caller) } else { Err(Refusal::Forbidden) }
+    }
+}
+
+/// The message when keys are required but none exist.
+pub const NO_KEYS: &str = "no API keys exist: create one with \
+`notify-local keys create --scope operator --name <name>` (DATABASE_URL pointing at this \
+database), or set ALLOW_ANONYMOUS=true to serve without authentication";
+
+/// Chooses the mode at start-up: keys when any active key exists; otherwise anonymous
+/// access if `allow_anonymous`, else an error naming both ways out.
+pub async fn authenticator_for(pool: &Pool, allow_anonymous: bool) -> anyhow::Result<Authenticator> {
+    let db = pool.get().await?;
+    if active_key_count(&db).await? > 0 {
+        return Ok(Authenticator::with_keys(pool.clone()));
+    }
+    anyhow::ensure!(allow_anonymous, NO_KEYS);
+    Ok(Authenticator::anonymous())
+}
+
+/// Splits `nq_<32 hex id>_<secret>`; `None` for anything else.
+fn split_key(key: &str) -> Option<(Uuid, &str)> {
+    let rest = key.strip_prefix(PREFIX)?;
+    let (id, secret) = rest.split_once('_')?;
+    if id.len() != 32 || secret.is_empty() {
+        return None;
+    }
+    Some((Uuid::try_parse(id).ok()?, secret))
+}
+
+fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+async fn verify(pool: &Pool, key: &str) -> Option<Caller> {
+    let (id, secret) = split_key(key)?;
+    let db = pool.get().await.ok()?;
+    let statement = db
+        .prepare_cached("SELECT scope, secret_hash FROM api_keys WHERE id = $1 AND revoked_at IS NULL")
+        .await
+        .ok()?;
+    let row = db.query_opt(&statement, &[&id]).await.ok()??;
+    let scope: String = row.try_get(0).ok()?;
+    let stored: String = row.try_get(1).ok()?;
+    let presented = hash_secret(secret);
+    if !bool::from(presented.as_bytes().ct_eq(stored.as_bytes())) {
+        return None;
+    }
+    Some(Caller { key_id: Some(id), scope: Scope::parse(&scope)? })
+}
+
+/// A key as listed (never its secret).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    pub id: Uuid,
+    pub name: String,
+    pub scope: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Creates a key and returns it in full; this is the only time the secret exists outside
+/// the caller's hands.
+pub async fn create_key(db: &impl GenericClient, name: &str, scope: Scope) -> Result<(Uuid, String), tokio_postgres::Error> {
+    let id = Uuid::new_v4();
+    let secret = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+    db.execute(
+        "INSERT INTO api_keys (id, name, scope, secret_hash) VALUES ($1, $2, $3, $4)",
+        &[&id, &name, &scope.as_str(), &hash_secret(&secret)],
+    )
+    .await?;
+    Ok((id, format!("{PREFIX}{}_{secret}", id.simple())))
+}
+
+pub async fn list_keys(db: &impl GenericClient) -> Result<Vec<KeyInfo>, tokio_postgres::Error> {
+    db.query("SELECT id, name, scope, created_at, revoked_at FROM api_keys ORDER BY created_at", &[])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(KeyInfo {
+                id: row.try_get(0)?,
+                name: row.try_get(1)?,
+                scope: row.try_get(2)?,
+                created_at: row.try_get(3)?,
+                revoked_at: row.try_get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// Revokes a key; `false` when no active key has that id.
+pub async fn revoke_key(db: &impl GenericClient, id: Uuid) -> Result<bool, tokio_postgres::Error> {
+    let changed = db
+        .execute("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", &[&id])
+        .await?;
+    Ok(changed == 1)
+}
+
+pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
+    db.query_one("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", &[]).await?.try_get(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_only_in_their_own_shape() {
+        let id = Uuid::new_v4();
+        let key = format!("nq_{}_secret", id.simple());
+        assert_eq!(split_key(&key), Some((id, "secret")));
+        for bad in ["", "nq_", "nq_abc_secret", &format!("xx_{}_s", id.simple()), &format!("nq_{}_", id.simple())] {
+            assert_eq!(split_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn operators_may_do_what_clients_may() {
+        assert!(Scope::Operator.allows(Scope::Client));
+        assert!(!Scope::Client.allows(Scope::Operator));
+    }
+
+    #[tokio::test]
+    async fn anonymous_mode_lets_everyone_in_as_an_operator() {
+        let auth = Authenticator::anonymous();
+        assert_eq!(auth.authorize(None, Scope::Operator).await, Ok(Caller::ANONYMOUS));
+    }
+}
