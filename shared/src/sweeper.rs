@@ -298,7 +298,7 @@ impl Sweeper {
         match released {
             Ok(count) => count,
             Err(error) => {
-                tracing::warn!(%error, count = claimed.len(), "could not release claims; their lease will expire");
+                tracing::warn!(error = %crate::telemetry::describe(&error), count = claimed.len(), "could not release claims; their lease will expire");
                 0
             }
         }
@@ -367,7 +367,7 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
                     }
                     Err(error) => {
                         failures = failures.saturating_add(1);
-                        tracing::error!(error = %format!("{error:#}"), lane, "sweep step failed");
+                        tracing::error!(error = %crate::telemetry::describe(&error), lane, "sweep step failed");
                         true
                     }
                 };

@@ -19,3 +19,32 @@ pub fn init_logging() {
             .try_init()
     };
 }
+
+/// An error's chain for the log, without anything a row could have put there: a database
+/// error shows its SQLSTATE and message but never its DETAIL (which can quote row values
+/// such as a recipient) or the statement's parameters.
+pub fn describe(error: &anyhow::Error) -> String {
+    error.chain().map(describe_one).collect::<Vec<_>>().join(": ")
+}
+
+fn describe_one(error: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(db) = error.downcast_ref::<tokio_postgres::error::DbError>() {
+        return format!("{} ({})", db.message(), db.code().code());
+    }
+    if let Some(pg) = error.downcast_ref::<tokio_postgres::Error>() {
+        return match pg.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => "database connection error".to_string(),
+        };
+    }
+    error.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plain_errors_keep_their_chain() {
+        let error = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::describe(&error), "outer: inner");
+    }
+}

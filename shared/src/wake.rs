@@ -37,7 +37,7 @@ pub fn listen(database_url: String, channel: &'static str, stop: StopSignal) -> 
             match listen_once(&database_url, channel, &sender, &stop).await {
                 Ok(()) => break,
                 Err(error) => {
-                    tracing::warn!(%error, "wake-up listener lost its connection; reconnecting");
+                    tracing::warn!(error = %crate::telemetry::describe(&error), "wake-up listener lost its connection; reconnecting");
                     tokio::select! {
                         () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                         () = stop.stopped() => break,

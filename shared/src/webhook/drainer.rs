@@ -327,7 +327,7 @@ pub async fn run(drainer: Arc<WebhookDrainer>, stop: StopSignal) -> DrainOutcome
             }
             Err(error) => {
                 failures = failures.saturating_add(1);
-                tracing::error!(error = %format!("{error:#}"), "webhook drain step failed");
+                tracing::error!(error = %crate::telemetry::describe(&error), "webhook drain step failed");
                 true
             }
         };
