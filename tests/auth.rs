@@ -16,9 +16,18 @@ struct Keys {
 async fn keys(db: &common::TestDb) -> Keys {
     let connection = db.pool.get().await.expect("db");
     Keys {
-        client: auth::create_key(&connection, "client-a", Scope::Client).await.expect("key").1,
-        other_client: auth::create_key(&connection, "client-b", Scope::Client).await.expect("key").1,
-        operator: auth::create_key(&connection, "ops", Scope::Operator).await.expect("key").1,
+        client: auth::create_key(&connection, "client-a", Scope::Client)
+            .await
+            .expect("key")
+            .1,
+        other_client: auth::create_key(&connection, "client-b", Scope::Client)
+            .await
+            .expect("key")
+            .1,
+        operator: auth::create_key(&connection, "ops", Scope::Operator)
+            .await
+            .expect("key")
+            .1,
     }
 }
 
@@ -27,7 +36,13 @@ fn create_body(key: &str) -> Value {
            "idempotencyKey": key, "delaySeconds": 60})
 }
 
-async fn call(base: &str, method: Method, path: &str, key: Option<&str>, body: Option<Value>) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+async fn call(
+    base: &str,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value, reqwest::header::HeaderMap) {
     let client = reqwest::Client::new();
     let mut request = client.request(method, format!("{base}{path}"));
     if let Some(key) = key {
@@ -40,7 +55,11 @@ async fn call(base: &str, method: Method, path: &str, key: Option<&str>, body: O
     let status = response.status();
     let headers = response.headers().clone();
     let text = response.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)), headers)
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        headers,
+    )
 }
 
 #[tokio::test]
@@ -54,28 +73,77 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
 
     // (method, path, body, needs operator)
     let routes: Vec<(Method, String, Option<Value>, bool)> = vec![
-        (Method::POST, "/notifications".into(), Some(create_body("k1")), false),
-        (Method::POST, "/notifications/batch".into(), Some(json!({"notifications": [create_body("k2")]})), false),
+        (
+            Method::POST,
+            "/notifications".into(),
+            Some(create_body("k1")),
+            false,
+        ),
+        (
+            Method::POST,
+            "/notifications/batch".into(),
+            Some(json!({"notifications": [create_body("k2")]})),
+            false,
+        ),
         (Method::GET, "/notifications".into(), None, false),
-        (Method::GET, format!("/notifications/{}", dead.id), None, false),
-        (Method::DELETE, format!("/notifications/{}", uuid::Uuid::new_v4()), None, false),
-        (Method::POST, format!("/notifications/{}/retry", dead.id), None, true),
-        (Method::POST, "/notifications/retry".into(), Some(json!({"limit": 1})), true),
+        (
+            Method::GET,
+            format!("/notifications/{}", dead.id),
+            None,
+            false,
+        ),
+        (
+            Method::DELETE,
+            format!("/notifications/{}", uuid::Uuid::new_v4()),
+            None,
+            false,
+        ),
+        (
+            Method::POST,
+            format!("/notifications/{}/retry", dead.id),
+            None,
+            true,
+        ),
+        (
+            Method::POST,
+            "/notifications/retry".into(),
+            Some(json!({"limit": 1})),
+            true,
+        ),
         (Method::GET, "/metrics".into(), None, true),
     ];
     for (method, path, body, operator_only) in &routes {
         for key in [None, Some(wrong.as_str()), Some("not-even-a-key")] {
-            let (status, error, headers) = call(&base, method.clone(), path, key, body.clone()).await;
-            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path} with {key:?}");
+            let (status, error, headers) =
+                call(&base, method.clone(), path, key, body.clone()).await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {key:?}"
+            );
             assert_eq!(error["statusCode"], 401);
             assert_eq!(headers["www-authenticate"], "Bearer");
         }
-        let (status, error, _) = call(&base, method.clone(), path, Some(&keys.client), body.clone()).await;
+        let (status, error, _) = call(
+            &base,
+            method.clone(),
+            path,
+            Some(&keys.client),
+            body.clone(),
+        )
+        .await;
         if *operator_only {
-            assert_eq!(status, StatusCode::FORBIDDEN, "client key on {method} {path}");
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "client key on {method} {path}"
+            );
             assert_eq!(error["statusCode"], 403);
         } else {
-            assert!(status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN, "client key on {method} {path}: {status}");
+            assert!(
+                status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+                "client key on {method} {path}: {status}"
+            );
         }
     }
     // The operator may do everything (the DELETE of an unknown id is a plain 404).
@@ -87,7 +155,10 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
             b
         });
         let (status, _, _) = call(&base, method.clone(), path, Some(&keys.operator), body).await;
-        assert!(status.is_success() || status == StatusCode::NOT_FOUND, "operator on {method} {path}: {status}");
+        assert!(
+            status.is_success() || status == StatusCode::NOT_FOUND,
+            "operator on {method} {path}: {status}"
+        );
     }
     for open in ["/health", "/api/docs", "/api/docs-json"] {
         let (status, _, _) = call(&base, Method::GET, open, None, None).await;
@@ -100,7 +171,14 @@ async fn a_client_key_sees_only_its_own_notifications() {
     let db = test_db().await;
     let keys = keys(&db).await;
     let base = spawn_api_with(&db, Authenticator::with_keys(db.pool.clone())).await;
-    let (status, mine, _) = call(&base, Method::POST, "/notifications", Some(&keys.client), Some(create_body("mine"))).await;
+    let (status, mine, _) = call(
+        &base,
+        Method::POST,
+        "/notifications",
+        Some(&keys.client),
+        Some(create_body("mine")),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED);
     let path = format!("/notifications/{}", mine["id"].as_str().expect("id"));
 
@@ -108,15 +186,39 @@ async fn a_client_key_sees_only_its_own_notifications() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = call(&base, Method::DELETE, &path, Some(&keys.other_client), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, list, _) = call(&base, Method::GET, "/notifications", Some(&keys.other_client), None).await;
+    let (_, list, _) = call(
+        &base,
+        Method::GET,
+        "/notifications",
+        Some(&keys.other_client),
+        None,
+    )
+    .await;
     assert_eq!(list["items"], json!([]));
     // Reusing another client's idempotency key never reveals their notification.
-    let (status, _, _) = call(&base, Method::POST, "/notifications", Some(&keys.other_client), Some(create_body("mine"))).await;
+    let (status, _, _) = call(
+        &base,
+        Method::POST,
+        "/notifications",
+        Some(&keys.other_client),
+        Some(create_body("mine")),
+    )
+    .await;
     assert_eq!(status, StatusCode::CONFLICT);
 
     let (status, fetched, _) = call(&base, Method::GET, &path, Some(&keys.client), None).await;
-    assert_eq!((status, fetched["id"].clone()), (StatusCode::OK, mine["id"].clone()));
-    let (_, list, _) = call(&base, Method::GET, "/notifications", Some(&keys.client), None).await;
+    assert_eq!(
+        (status, fetched["id"].clone()),
+        (StatusCode::OK, mine["id"].clone())
+    );
+    let (_, list, _) = call(
+        &base,
+        Method::GET,
+        "/notifications",
+        Some(&keys.client),
+        None,
+    )
+    .await;
     assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
     let (status, _, _) = call(&base, Method::GET, &path, Some(&keys.operator), None).await;
     assert_eq!(status, StatusCode::OK, "operators see everything");
@@ -126,7 +228,9 @@ async fn a_client_key_sees_only_its_own_notifications() {
 async fn keys_are_stored_only_as_hashes_and_revoked_keys_stop_working() {
     let db = test_db().await;
     let connection = db.pool.get().await.expect("db");
-    let (id, key) = auth::create_key(&connection, "short-lived", Scope::Operator).await.expect("key");
+    let (id, key) = auth::create_key(&connection, "short-lived", Scope::Operator)
+        .await
+        .expect("key");
     let secret = key.rsplit('_').next().expect("secret part");
     let stored: String = connection
         .query_one("SELECT secret_hash FROM api_keys WHERE id = $1", &[&id])
@@ -139,15 +243,35 @@ async fn keys_are_stored_only_as_hashes_and_revoked_keys_stop_working() {
     assert!(auth::revoke_key(&connection, id).await.expect("revoke"));
     let authenticator = Authenticator::with_keys(db.pool.clone());
     let header = format!("Bearer {key}");
-    assert!(authenticator.authorize(Some(&header), Scope::Client).await.is_err());
+    assert!(
+        authenticator
+            .authorize(Some(&header), Scope::Client)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
 async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowed() {
     let db = test_db().await;
-    let refused = auth::authenticator_for(&db.pool, false).await.err().expect("refused");
+    let Err(refused) = auth::authenticator_for(&db.pool, false).await else {
+        panic!("started without keys although anonymous access was not allowed");
+    };
     assert!(refused.to_string().contains("ALLOW_ANONYMOUS"), "{refused}");
-    assert!(auth::authenticator_for(&db.pool, true).await.expect("allowed").is_anonymous());
-    auth::create_key(&db.pool.get().await.expect("db"), "first", Scope::Client).await.expect("key");
-    assert!(!auth::authenticator_for(&db.pool, true).await.expect("keys").is_anonymous(), "keys, once they exist, are always required");
+    assert!(
+        auth::authenticator_for(&db.pool, true)
+            .await
+            .expect("allowed")
+            .is_anonymous()
+    );
+    auth::create_key(&db.pool.get().await.expect("db"), "first", Scope::Client)
+        .await
+        .expect("key");
+    assert!(
+        !auth::authenticator_for(&db.pool, true)
+            .await
+            .expect("keys")
+            .is_anonymous(),
+        "keys, once they exist, are always required"
+    );
 }

@@ -55,7 +55,10 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub const ANONYMOUS: Caller = Caller { key_id: None, scope: Scope::Operator };
+    pub const ANONYMOUS: Caller = Caller {
+        key_id: None,
+        scope: Scope::Operator,
+    };
 
     /// Client keys see only their own notifications; operators and anonymous see all.
     pub fn owner_filter(&self) -> Option<Uuid> {
@@ -75,21 +78,30 @@ pub enum Refusal {
     Forbidden,
 }
 
+/// Verified keys by the SHA-256 of the whole presented key, with when they were verified.
+type VerifiedKeys = Arc<Mutex<HashMap<[u8; 32], (Caller, Instant)>>>;
+
 #[derive(Clone)]
 pub struct Authenticator {
     pool: Option<Pool>,
-    cache: Arc<Mutex<HashMap<[u8; 32], (Caller, Instant)>>>,
+    cache: VerifiedKeys,
 }
 
 impl Authenticator {
     /// Every request is let in as an operator. The local runner and deployments that
     /// explicitly allow it use this.
     pub fn anonymous() -> Self {
-        Authenticator { pool: None, cache: Arc::default() }
+        Authenticator {
+            pool: None,
+            cache: Arc::default(),
+        }
     }
 
     pub fn with_keys(pool: Pool) -> Self {
-        Authenticator { pool: Some(pool), cache: Arc::default() }
+        Authenticator {
+            pool: Some(pool),
+            cache: Arc::default(),
+        }
     }
 
     pub fn is_anonymous(&self) -> bool {
@@ -97,10 +109,19 @@ impl Authenticator {
     }
 
     /// Checks the `Authorization` header value against the key store.
-    pub async fn authorize(&self, header: Option<&str>, required: Scope) -> Result<Caller, Refusal> {
-        let Some(pool) = &self.pool else { return Ok(Caller::ANONYMOUS) };
+    pub async fn authorize(
+        &self,
+        header: Option<&str>,
+        required: Scope,
+    ) -> Result<Caller, Refusal> {
+        let Some(pool) = &self.pool else {
+            return Ok(Caller::ANONYMOUS);
+        };
         let key = header
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
             .map(str::trim)
             .ok_or(Refusal::Unauthenticated)?;
         let fingerprint: [u8; 32] = Sha256::digest(key.as_bytes()).into();
@@ -124,7 +145,11 @@ impl Authenticator {
                 caller
             }
         };
-        if caller.scope.allows(required) { Ok(caller) } else { Err(Refusal::Forbidden) }
+        if caller.scope.allows(required) {
+            Ok(caller)
+        } else {
+            Err(Refusal::Forbidden)
+        }
     }
 }
 
@@ -135,7 +160,10 @@ database), or set ALLOW_ANONYMOUS=true to serve without authentication";
 
 /// Chooses the mode at start-up: keys when any active key exists; otherwise anonymous
 /// access if `allow_anonymous`, else an error naming both ways out.
-pub async fn authenticator_for(pool: &Pool, allow_anonymous: bool) -> anyhow::Result<Authenticator> {
+pub async fn authenticator_for(
+    pool: &Pool,
+    allow_anonymous: bool,
+) -> anyhow::Result<Authenticator> {
     let db = pool.get().await?;
     if active_key_count(&db).await? > 0 {
         return Ok(Authenticator::with_keys(pool.clone()));
@@ -162,7 +190,9 @@ async fn verify(pool: &Pool, key: &str) -> Option<Caller> {
     let (id, secret) = split_key(key)?;
     let db = pool.get().await.ok()?;
     let statement = db
-        .prepare_cached("SELECT scope, secret_hash FROM api_keys WHERE id = $1 AND revoked_at IS NULL")
+        .prepare_cached(
+            "SELECT scope, secret_hash FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
+        )
         .await
         .ok()?;
     let row = db.query_opt(&statement, &[&id]).await.ok()??;
@@ -172,7 +202,10 @@ async fn verify(pool: &Pool, key: &str) -> Option<Caller> {
     if !bool::from(presented.as_bytes().ct_eq(stored.as_bytes())) {
         return None;
     }
-    Some(Caller { key_id: Some(id), scope: Scope::parse(&scope)? })
+    Some(Caller {
+        key_id: Some(id),
+        scope: Scope::parse(&scope)?,
+    })
 }
 
 /// A key as listed (never its secret).
@@ -188,7 +221,11 @@ pub struct KeyInfo {
 
 /// Creates a key and returns it in full; this is the only time the secret exists outside
 /// the caller's hands.
-pub async fn create_key(db: &impl GenericClient, name: &str, scope: Scope) -> Result<(Uuid, String), tokio_postgres::Error> {
+pub async fn create_key(
+    db: &impl GenericClient,
+    name: &str,
+    scope: Scope,
+) -> Result<(Uuid, String), tokio_postgres::Error> {
     let id = Uuid::new_v4();
     let secret = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
     db.execute(
@@ -200,31 +237,42 @@ pub async fn create_key(db: &impl GenericClient, name: &str, scope: Scope) -> Re
 }
 
 pub async fn list_keys(db: &impl GenericClient) -> Result<Vec<KeyInfo>, tokio_postgres::Error> {
-    db.query("SELECT id, name, scope, created_at, revoked_at FROM api_keys ORDER BY created_at", &[])
-        .await?
-        .iter()
-        .map(|row| {
-            Ok(KeyInfo {
-                id: row.try_get(0)?,
-                name: row.try_get(1)?,
-                scope: row.try_get(2)?,
-                created_at: row.try_get(3)?,
-                revoked_at: row.try_get(4)?,
-            })
+    db.query(
+        "SELECT id, name, scope, created_at, revoked_at FROM api_keys ORDER BY created_at",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(KeyInfo {
+            id: row.try_get(0)?,
+            name: row.try_get(1)?,
+            scope: row.try_get(2)?,
+            created_at: row.try_get(3)?,
+            revoked_at: row.try_get(4)?,
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// Revokes a key; `false` when no active key has that id.
 pub async fn revoke_key(db: &impl GenericClient, id: Uuid) -> Result<bool, tokio_postgres::Error> {
     let changed = db
-        .execute("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", &[&id])
+        .execute(
+            "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+            &[&id],
+        )
         .await?;
     Ok(changed == 1)
 }
 
 pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
-    db.query_one("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", &[]).await?.try_get(0)
+    db.query_one(
+        "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
+        &[],
+    )
+    .await?
+    .try_get(0)
 }
 
 #[cfg(test)]
@@ -236,7 +284,13 @@ mod tests {
         let id = Uuid::new_v4();
         let key = format!("nq_{}_secret", id.simple());
         assert_eq!(split_key(&key), Some((id, "secret")));
-        for bad in ["", "nq_", "nq_abc_secret", &format!("xx_{}_s", id.simple()), &format!("nq_{}_", id.simple())] {
+        for bad in [
+            "",
+            "nq_",
+            "nq_abc_secret",
+            &format!("xx_{}_s", id.simple()),
+            &format!("nq_{}_", id.simple()),
+        ] {
             assert_eq!(split_key(bad), None, "{bad}");
         }
     }
@@ -250,6 +304,9 @@ mod tests {
     #[tokio::test]
     async fn anonymous_mode_lets_everyone_in_as_an_operator() {
         let auth = Authenticator::anonymous();
-        assert_eq!(auth.authorize(None, Scope::Operator).await, Ok(Caller::ANONYMOUS));
+        assert_eq!(
+            auth.authorize(None, Scope::Operator).await,
+            Ok(Caller::ANONYMOUS)
+        );
     }
 }

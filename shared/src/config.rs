@@ -140,7 +140,9 @@ impl Config {
             None | Some("false") => false,
             Some("true") => true,
             Some(other) => {
-                env.problems.push(format!("ALLOW_ANONYMOUS must be true or false (got {other:?})"));
+                env.problems.push(format!(
+                    "ALLOW_ANONYMOUS must be true or false (got {other:?})"
+                ));
                 false
             }
         };
@@ -161,7 +163,9 @@ impl Config {
         let webhook_secret = env.string("WEBHOOK_SECRET");
         let webhook_timeout_ms = env.number("WEBHOOK_TIMEOUT_MS", 5000u64, 1, 600_000);
         let webhook_max_attempts = env.number("WEBHOOK_MAX_ATTEMPTS", 10u64, 1, 100) as i32;
-        let scheduler_group = env.string("SCHEDULER_GROUP_NAME").unwrap_or_else(|| "notify-queue".into());
+        let scheduler_group = env
+            .string("SCHEDULER_GROUP_NAME")
+            .unwrap_or_else(|| "notify-queue".into());
         let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
 
         if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
@@ -185,7 +189,8 @@ impl Config {
         if let Some(secret) = &webhook_secret
             && let Err(error) = crate::webhook::signing::SigningKey::from_secret(secret)
         {
-            env.problems.push(format!("WEBHOOK_SECRET is not usable: {error}"));
+            env.problems
+                .push(format!("WEBHOOK_SECRET is not usable: {error}"));
         }
         if let Some(url) = &database_url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))

@@ -13,10 +13,10 @@ use crate::config::Config;
 use crate::provider::simulated::SimulatedProvider;
 use crate::redrive::{self, RedriveRequest, RedriveResponse};
 use crate::schedule::Scheduler;
-use crate::webhook::{self, WebhookDrainer};
 use crate::stop::StopSignal;
 use crate::sweeper::{self, SweepOutcome, Sweeper};
 use crate::wake::{self, Wake};
+use crate::webhook::{self, WebhookDrainer};
 use crate::{db, queue};
 
 /// Time kept free at the end of an invocation to record results and return.
@@ -64,7 +64,13 @@ impl Worker {
         };
         // The listener lives for the container; it reconnects after a freeze by itself.
         let wake = wake::listen(url, queue::WAKE_CHANNEL, StopSignal::never());
-        Ok(Worker { config, pool, sweeper, drainer, wake })
+        Ok(Worker {
+            config,
+            pool,
+            sweeper,
+            drainer,
+            wake,
+        })
     }
 
     /// When work must stop so that a provider call started just before still finishes and
@@ -90,7 +96,8 @@ impl Worker {
         };
         let reserve = self.config.webhook.timeout + DEADLINE_MARGIN;
         let stop_at = deadline.checked_sub(reserve).unwrap_or_else(Instant::now);
-        let summary = webhook::run(drainer.clone(), StopSignal::never().with_deadline(stop_at)).await;
+        let summary =
+            webhook::run(drainer.clone(), StopSignal::never().with_deadline(stop_at)).await;
         serde_json::to_value(summary).unwrap_or_default()
     }
 }
@@ -135,9 +142,18 @@ impl Redriver {
     ) -> anyhow::Result<RedriveResponse> {
         let request: RedriveRequest =
             serde_json::from_value(payload).context("invalid redrive request")?;
-        let stop_at = deadline.checked_sub(DEADLINE_MARGIN).unwrap_or_else(Instant::now);
-        redrive::handle_request(&self.pool, &self.scheduler, request, function_arn, self.max_attempts, stop_at)
-            .await
+        let stop_at = deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or_else(Instant::now);
+        redrive::handle_request(
+            &self.pool,
+            &self.scheduler,
+            request,
+            function_arn,
+            self.max_attempts,
+            stop_at,
+        )
+        .await
     }
 }
 
@@ -145,10 +161,15 @@ impl Redriver {
 /// metrics from the logs with no agent. Written to stdout, where Lambda ships it as is.
 async fn emit_emf(summary: &SweepOutcome, pool: &Pool) {
     let lag = match pool.get().await {
-        Ok(db) => crate::queue::stats::queue_lag_seconds(&db).await.unwrap_or(0.0),
+        Ok(db) => crate::queue::stats::queue_lag_seconds(&db)
+            .await
+            .unwrap_or(0.0),
         Err(_) => 0.0,
     };
-    println!("{}", emf_line(summary, lag, chrono::Utc::now().timestamp_millis()));
+    println!(
+        "{}",
+        emf_line(summary, lag, chrono::Utc::now().timestamp_millis())
+    );
 }
 
 /// The EMF document: namespace `NotifyQueue`, dimension `Function`.
@@ -186,12 +207,24 @@ mod tests {
 
     #[test]
     fn the_emf_line_declares_every_metric_it_carries() {
-        let summary = SweepOutcome { claimed: 5, sent: 3, failed: 1, dead_lettered: 1, ..SweepOutcome::default() };
-        let line: serde_json::Value = serde_json::from_str(&emf_line(&summary, 1.5, 1_700_000_000_000)).expect("json");
-        let declared = line["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().expect("metrics");
+        let summary = SweepOutcome {
+            claimed: 5,
+            sent: 3,
+            failed: 1,
+            dead_lettered: 1,
+            ..SweepOutcome::default()
+        };
+        let line: serde_json::Value =
+            serde_json::from_str(&emf_line(&summary, 1.5, 1_700_000_000_000)).expect("json");
+        let declared = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics");
         for metric in declared {
             let name = metric["Name"].as_str().expect("name");
-            assert!(line.get(name).is_some_and(|v| v.is_number()), "{name} declared but missing");
+            assert!(
+                line.get(name).is_some_and(|v| v.is_number()),
+                "{name} declared but missing"
+            );
         }
         assert_eq!(line["Sent"], 3);
         assert_eq!(line["QueueLagSeconds"], 1.5);

@@ -50,7 +50,11 @@ impl Snapshot {
 
     pub fn summary(&self) -> Summary {
         let count = |status: Status| {
-            self.breakdown.iter().filter(|b| b.status == status.as_str()).map(|b| b.count).sum()
+            self.breakdown
+                .iter()
+                .filter(|b| b.status == status.as_str())
+                .map(|b| b.count)
+                .sum()
         };
         Summary {
             pending: count(Status::Pending),
@@ -83,9 +87,15 @@ impl Snapshot {
             (Status::DeadLettered, summary.dead_lettered),
             (Status::Cancelled, summary.cancelled),
         ] {
-            by_status.get_or_create(&vec![("status".into(), status.as_str().into())]).set(value);
+            by_status
+                .get_or_create(&vec![("status".into(), status.as_str().into())])
+                .set(value);
         }
-        registry.register("notifications_by_status", "Notifications by status", by_status);
+        registry.register(
+            "notifications_by_status",
+            "Notifications by status",
+            by_status,
+        );
         for row in &self.breakdown {
             let priority = Priority::from_rank(row.priority).map_or("UNKNOWN", Priority::as_str);
             let labels = vec![
@@ -97,8 +107,16 @@ impl Snapshot {
             attempts.get_or_create(&labels).inc_by(row.attempts);
             deferrals.get_or_create(&labels).inc_by(row.deferrals);
         }
-        registry.register("notifications", "Notifications by status, channel and priority", notifications);
-        registry.register("attempts", "Delivery attempts counted so far, by status, channel and priority", attempts);
+        registry.register(
+            "notifications",
+            "Notifications by status, channel and priority",
+            notifications,
+        );
+        registry.register(
+            "attempts",
+            "Delivery attempts counted so far, by status, channel and priority",
+            attempts,
+        );
         registry.register(
             "rate_limit_deferrals",
             "Times notifications were held back by the per-recipient rate limit",
@@ -107,7 +125,11 @@ impl Snapshot {
 
         let lag = Gauge::<f64, AtomicU64>::default();
         lag.set(self.queue_lag_seconds);
-        registry.register("queue_lag_seconds", "Age of the oldest due PENDING notification", lag);
+        registry.register(
+            "queue_lag_seconds",
+            "Age of the oldest due PENDING notification",
+            lag,
+        );
 
         registry.register(
             "delivery_latency_seconds",
@@ -121,9 +143,15 @@ impl Snapshot {
             ("delivered", self.webhooks.delivered),
             ("given_up", self.webhooks.given_up),
         ] {
-            webhooks.get_or_create(&vec![("state".into(), state.into())]).set(value);
+            webhooks
+                .get_or_create(&vec![("state".into(), state.into())])
+                .set(value);
         }
-        registry.register("webhook_events", "Webhook outbox events by dispatch state", webhooks);
+        registry.register(
+            "webhook_events",
+            "Webhook outbox events by dispatch state",
+            webhooks,
+        );
 
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)?;

@@ -75,7 +75,10 @@ pub async fn redrive_paced(
     max_attempts: i32,
     stop_at: Instant,
 ) -> Result<PacedRedrive, RedriveError> {
-    let mut total = RedriveSummary { retried: 0, remaining: 0 };
+    let mut total = RedriveSummary {
+        retried: 0,
+        remaining: 0,
+    };
     loop {
         let started = Instant::now();
         let step = redrive_batch(pool, filter, batch_size, max_attempts).await?;
@@ -83,7 +86,10 @@ pub async fn redrive_paced(
         total.remaining = step.remaining;
         // Nothing left, or what is left is held by a concurrent redrive.
         if step.retried == 0 || step.remaining == 0 {
-            return Ok(PacedRedrive { summary: total, out_of_time: false });
+            return Ok(PacedRedrive {
+                summary: total,
+                out_of_time: false,
+            });
         }
         // Pace: a batch of n at r per second takes n / r seconds.
         let pause = per_second
@@ -92,7 +98,10 @@ pub async fn redrive_paced(
             .unwrap_or_default()
             .saturating_sub(started.elapsed());
         if Instant::now() + pause >= stop_at {
-            return Ok(PacedRedrive { summary: total, out_of_time: true });
+            return Ok(PacedRedrive {
+                summary: total,
+                out_of_time: true,
+            });
         }
         tokio::time::sleep(pause).await;
     }
@@ -168,8 +177,14 @@ impl RedriveRequest {
         if self.per_second == Some(0) {
             problems.push("perSecond must be at least 1".to_string());
         }
-        for (name, value) in [("recipient", &self.recipient), ("errorContains", &self.error_contains)] {
-            if value.as_deref().is_some_and(|v| v.is_empty() || v.contains('\0')) {
+        for (name, value) in [
+            ("recipient", &self.recipient),
+            ("errorContains", &self.error_contains),
+        ] {
+            if value
+                .as_deref()
+                .is_some_and(|v| v.is_empty() || v.contains('\0'))
+            {
                 problems.push(format!("{name} must be a non-empty string without NUL"));
             }
         }
@@ -219,15 +234,29 @@ pub async fn handle_request(
     max_attempts: i32,
     stop_at: Instant,
 ) -> anyhow::Result<RedriveResponse> {
-    let filter = request.filter().map_err(|problems| anyhow::anyhow!("invalid redrive request: {problems}"))?;
+    let filter = request
+        .filter()
+        .map_err(|problems| anyhow::anyhow!("invalid redrive request: {problems}"))?;
     let now = chrono::Utc::now();
     if let Some(at) = request.at.filter(|at| *at > now) {
         let remaining = queue::count_matching(&pool.get().await?, &filter).await?;
         let scheduled = schedule_run(scheduler, &request, at, function_arn).await?;
-        return Ok(RedriveResponse { retried: 0, remaining, scheduled: Some(scheduled) });
+        return Ok(RedriveResponse {
+            retried: 0,
+            remaining,
+            scheduled: Some(scheduled),
+        });
     }
 
-    let paced = redrive_paced(pool, &filter, request.batch_size, request.per_second, max_attempts, stop_at).await?;
+    let paced = redrive_paced(
+        pool,
+        &filter,
+        request.batch_size,
+        request.per_second,
+        max_attempts,
+        stop_at,
+    )
+    .await?;
     let summary = paced.summary;
     let mut scheduled = None;
     if paced.out_of_time {
@@ -237,7 +266,11 @@ pub async fn handle_request(
     if let Some(name) = &request.schedule_name {
         scheduler.delete(name).await?;
     }
-    Ok(RedriveResponse { retried: summary.retried, remaining: summary.remaining, scheduled })
+    Ok(RedriveResponse {
+        retried: summary.retried,
+        remaining: summary.remaining,
+        scheduled,
+    })
 }
 
 /// Schedules this request to run once at `at` (without `at`, so it runs when invoked).
@@ -248,9 +281,18 @@ async fn schedule_run(
     function_arn: &str,
 ) -> anyhow::Result<ScheduledRun> {
     let name = format!("notify-redrive-{}", Uuid::new_v4().simple());
-    let input = RedriveRequest { at: None, schedule_name: Some(name.clone()), ..request.clone() };
+    let input = RedriveRequest {
+        at: None,
+        schedule_name: Some(name.clone()),
+        ..request.clone()
+    };
     let input = serde_json::to_string(&input)?;
-    scheduler.schedule_once(&name, at, function_arn, &input).await?;
+    scheduler
+        .schedule_once(&name, at, function_arn, &input)
+        .await?;
     tracing::info!(schedule = %name, at = %at, "redrive scheduled");
-    Ok(ScheduledRun { name, at: crate::notification::format_time(&at) })
+    Ok(ScheduledRun {
+        name,
+        at: crate::notification::format_time(&at),
+    })
 }

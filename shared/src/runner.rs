@@ -153,18 +153,6 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_never_reach_the_log() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
-    }
-}
-
 /// `notify-local keys create|list|revoke`: manages API keys in the database named by
 /// `DATABASE_URL` (keys in a private, throw-away database would be useless).
 pub async fn keys_command(config: &Config, args: &[String]) -> anyhow::Result<()> {
@@ -196,7 +184,10 @@ pub async fn keys_command(config: &Config, args: &[String]) -> anyhow::Result<()
             }
             let scope = scope.with_context(|| format!("--scope is required\n{USAGE}"))?;
             let (id, key) = crate::auth::create_key(&client, &name, scope).await?;
-            eprintln!("created {} key {id} ({name}); the key is shown once, store it now:", scope.as_str());
+            eprintln!(
+                "created {} key {id} ({name}); the key is shown once, store it now:",
+                scope.as_str()
+            );
             println!("{key}");
         }
         Some("list") => {
@@ -220,10 +211,25 @@ pub async fn keys_command(config: &Config, args: &[String]) -> anyhow::Result<()
                 .get(1)
                 .and_then(|id| uuid::Uuid::try_parse(id).ok())
                 .with_context(|| format!("revoke needs a key id (see `keys list`)\n{USAGE}"))?;
-            anyhow::ensure!(crate::auth::revoke_key(&client, id).await?, "no active key {id}");
+            anyhow::ensure!(
+                crate::auth::revoke_key(&client, id).await?,
+                "no active key {id}"
+            );
             eprintln!("revoked {id}; running processes stop accepting it within 10 s");
         }
         _ => anyhow::bail!("{USAGE}"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_reach_the_log() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
 }

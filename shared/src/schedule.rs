@@ -3,7 +3,9 @@
 //! JSON input and is deleted after it ran.
 
 use anyhow::Context;
-use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
+use aws_sdk_scheduler::types::{
+    ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
+};
 use chrono::{DateTime, Utc};
 
 /// Where schedules are created and with which role they invoke their target.
@@ -23,7 +25,10 @@ impl Scheduler {
     /// Scheduler API in tests).
     pub async fn from_env(config: SchedulerConfig) -> Self {
         let aws = aws_config::load_from_env().await;
-        Scheduler { client: aws_sdk_scheduler::Client::new(&aws), config }
+        Scheduler {
+            client: aws_sdk_scheduler::Client::new(&aws),
+            config,
+        }
     }
 
     /// Uses an already configured client (tests point one at a local Scheduler API).
@@ -85,9 +90,22 @@ impl Scheduler {
 
     /// Deletes a schedule; one that is already gone is fine.
     pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
-        match self.client.delete_schedule().name(name).group_name(&self.config.group).send().await {
+        match self
+            .client
+            .delete_schedule()
+            .name(name)
+            .group_name(&self.config.group)
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(error) if error.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Ok(())
+            }
             Err(error) => Err(error).with_context(|| format!("cannot delete schedule {name}")),
         }
     }

@@ -116,11 +116,11 @@ impl Sweeper {
     /// One step: maybe recover, claim up to a batch, deliver, record.
     pub async fn sweep_once(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
-        if self.rate_limit.is_some() && due(&self.last_prune, PRUNE_INTERVAL) {
-            if let Some(limit) = &self.rate_limit {
-                let db = self.pool.get().await?;
-                ratelimit::prune_expired(&db, limit.window).await?;
-            }
+        if let Some(limit) = &self.rate_limit
+            && due(&self.last_prune, PRUNE_INTERVAL)
+        {
+            let db = self.pool.get().await?;
+            ratelimit::prune_expired(&db, limit.window).await?;
         }
         if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;

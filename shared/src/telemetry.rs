@@ -24,7 +24,11 @@ pub fn init_logging() {
 /// error shows its SQLSTATE and message but never its DETAIL (which can quote row values
 /// such as a recipient) or the statement's parameters.
 pub fn describe(error: &anyhow::Error) -> String {
-    error.chain().map(describe_one).collect::<Vec<_>>().join(": ")
+    error
+        .chain()
+        .map(describe_one)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 fn describe_one(error: &(dyn std::error::Error + 'static)) -> String {

@@ -30,6 +30,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     port: u16,
+    /// Where `postgres` lives and whom it runs as: kept so [`EmbeddedPostgres::restart`]
+    /// can launch it again exactly as [`EmbeddedPostgres::start`] did.
+    bin_dir: PathBuf,
+    run_as: Option<UserIds>,
     child: Option<Child>,
 }
 
@@ -89,26 +93,53 @@ impl EmbeddedPostgres {
             );
         }
 
-        let mut command = with_user(Command::new(bin_dir.join("postgres")), run_as, true);
+        let mut server = EmbeddedPostgres {
+            data_dir,
+            port,
+            bin_dir,
+            run_as,
+            child: None,
+        };
+        server.child = Some(server.launch()?);
+        server.wait_until_ready()?;
+        Ok(server)
+    }
+
+    /// Starts the postmaster on this server's data folder and port.
+    fn launch(&self) -> anyhow::Result<Child> {
+        let mut command = with_user(
+            Command::new(self.bin_dir.join("postgres")),
+            self.run_as,
+            true,
+        );
         command
             .arg("-D")
-            .arg(&data_dir)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+            .arg(&self.data_dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+            ])
             .arg("-c")
-            .arg(format!("unix_socket_directories={}", data_dir.display()))
+            .arg(format!(
+                "unix_socket_directories={}",
+                self.data_dir.display()
+            ))
             .args(["-c", "max_connections=300"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = spawn_from_parking_thread(command)?;
+        spawn_from_parking_thread(command)
+    }
 
-        let server = EmbeddedPostgres {
-            data_dir,
-            port,
-            child: Some(child),
-        };
-        server.wait_until_ready()?;
-        Ok(server)
+    /// Restarts the server in place: a fast shutdown (every connection is dropped), then a
+    /// new postmaster on the same data folder and port. Blocks until it accepts connections
+    /// again. The chaos tests use it to show that running processes reconnect by themselves.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.shut_down();
+        self.child = Some(self.launch()?);
+        self.wait_until_ready()
     }
 
     /// A URL for the `postgres` database of this server.
@@ -146,6 +177,12 @@ impl EmbeddedPostgres {
 
     /// Fast shutdown, then the data folder is deleted.
     pub fn stop(&mut self) {
+        self.shut_down();
+        let _ = fs::remove_dir_all(&self.data_dir);
+    }
+
+    /// Fast shutdown of the postmaster, if it runs; the data folder stays.
+    fn shut_down(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions and exit.
             if let Ok(pid) = i32::try_from(child.id()) {
@@ -165,7 +202,6 @@ impl EmbeddedPostgres {
                 }
             }
         }
-        let _ = fs::remove_dir_all(&self.data_dir);
     }
 }
 

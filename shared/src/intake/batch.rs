@@ -1,11 +1,11 @@
 //! `POST /notifications/batch`: up to 5,000 notifications in one set-based insert, each
 //! with its own validation and idempotency result; one bad item never fails the others.
 
-use axum::{Extension, Json};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -35,7 +35,9 @@ pub async fn create_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = read_json(&headers, body, BATCH_BODY_LIMIT).await?.unwrap_or(Value::Null);
+    let body = read_json(&headers, body, BATCH_BODY_LIMIT)
+        .await?
+        .unwrap_or(Value::Null);
     let items = batch_items(&body)?;
     let now = chrono::Utc::now();
 
@@ -58,9 +60,19 @@ pub async fn create_batch(
                     max_attempts: state.max_attempts,
                     owner_key_id: caller.key_id,
                 });
-                results.push(ItemResult { index, status: 0, id: None, errors: Vec::new() });
+                results.push(ItemResult {
+                    index,
+                    status: 0,
+                    id: None,
+                    errors: Vec::new(),
+                });
             }
-            Err(errors) => results.push(ItemResult { index, status: 400, id: None, errors }),
+            Err(errors) => results.push(ItemResult {
+                index,
+                status: 400,
+                id: None,
+                errors,
+            }),
         }
     }
 
@@ -89,13 +101,19 @@ pub async fn create_batch(
 /// `{"notifications": [1–5000 objects]}` and nothing else.
 fn batch_items(body: &Value) -> Result<&Vec<Value>, ApiError> {
     let field = |name: &str, message: String| {
-        ApiError::validation(vec![FieldError { field: name.into(), errors: vec![message] }])
+        ApiError::validation(vec![FieldError {
+            field: name.into(),
+            errors: vec![message],
+        }])
     };
     let Some(object) = body.as_object() else {
         return Err(field("body", "body must be a JSON object".into()));
     };
     if let Some(unknown) = object.keys().find(|k| *k != "notifications") {
-        return Err(field(unknown, format!("property {unknown} should not exist")));
+        return Err(field(
+            unknown,
+            format!("property {unknown} should not exist"),
+        ));
     }
     match object.get("notifications") {
         Some(Value::Array(items)) if (1..=BATCH_MAX_ITEMS).contains(&items.len()) => Ok(items),
@@ -103,6 +121,9 @@ fn batch_items(body: &Value) -> Result<&Vec<Value>, ApiError> {
             "notifications",
             format!("notifications must contain between 1 and {BATCH_MAX_ITEMS} items"),
         )),
-        _ => Err(field("notifications", "notifications must be an array".into())),
+        _ => Err(field(
+            "notifications",
+            "notifications must be an array".into(),
+        )),
     }
 }

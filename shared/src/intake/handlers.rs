@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
+use axum::Extension;
 use axum::Json;
 use axum::body::Body;
-use axum::Extension;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -90,7 +90,9 @@ pub async fn cancel(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let db = state.pool.get().await?;
-    let notification = queue::cancel(&db, id, caller.owner_filter()).await?.ok_or_else(|| not_found(id))?;
+    let notification = queue::cancel(&db, id, caller.owner_filter())
+        .await?
+        .ok_or_else(|| not_found(id))?;
     match notification.status() {
         Some(Status::Cancelled) => Ok(Json(notification).into_response()),
         _ => Err(ApiError::conflict(format!(

@@ -48,12 +48,18 @@ pub enum Routes {
 pub fn router(state: AppState, routes: Routes) -> Router {
     let operator = from_fn_with_state(state.clone(), require_operator);
     let client = from_fn_with_state(state.clone(), require_client);
-    let mut router = Router::new().route("/metrics", get(operations::metrics).route_layer(operator.clone()));
+    let mut router = Router::new().route(
+        "/metrics",
+        get(operations::metrics).route_layer(operator.clone()),
+    );
     if routes == Routes::Full {
         let client_routes = Router::new()
             .route("/notifications", get(handlers::list).post(handlers::create))
             .route("/notifications/batch", post(batch::create_batch))
-            .route("/notifications/{id}", get(handlers::get_one).delete(handlers::cancel))
+            .route(
+                "/notifications/{id}",
+                get(handlers::get_one).delete(handlers::cancel),
+            )
             .route_layer(client);
         let operator_routes = Router::new()
             .route("/notifications/retry", post(operations::retry_bulk))
@@ -82,8 +88,16 @@ async fn require_operator(state: State<AppState>, request: Request, next: Next) 
 }
 
 /// Lets the request through with its [`crate::auth::Caller`] attached, or answers 401/403.
-async fn authorize(State(state): State<AppState>, mut request: Request, next: Next, required: Scope) -> Response {
-    let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+async fn authorize(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+    required: Scope,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     match state.auth.authorize(header, required).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
@@ -95,12 +109,17 @@ async fn authorize(State(state): State<AppState>, mut request: Request, next: Ne
                 "A valid API key is required: send Authorization: Bearer <key>",
             )
             .into_response();
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             response
         }
         Err(Refusal::Forbidden) => ApiError::new(
             StatusCode::FORBIDDEN,
-            format!("This API key may not use this route; it needs the {} scope", required.as_str()),
+            format!(
+                "This API key may not use this route; it needs the {} scope",
+                required.as_str()
+            ),
         )
         .into_response(),
     }

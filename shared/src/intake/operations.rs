@@ -26,7 +26,10 @@ impl From<RedriveError> for ApiError {
     }
 }
 
-pub async fn retry_one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn retry_one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     match redrive::redrive_one(&state.pool, id, state.max_attempts).await? {
         SingleRedrive::Redriven(notification) => Ok(Json(notification).into_response()),
@@ -38,7 +41,11 @@ pub async fn retry_one(State(state): State<AppState>, Path(id): Path<String>) ->
     }
 }
 
-pub async fn retry_bulk(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+pub async fn retry_bulk(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let body = read_json(&headers, body, BODY_LIMIT).await?;
     let (filter, limit) = parse_bulk_retry(body.as_ref())?;
     let summary = redrive::redrive_batch(&state.pool, &filter, limit, state.max_attempts).await?;
@@ -47,54 +54,94 @@ pub async fn retry_bulk(State(state): State<AppState>, headers: HeaderMap, body:
 
 /// `{status?: DEAD_LETTERED | FAILED, recipient?, limit?: 1–1000 (100)}`, nothing else.
 pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), ApiError> {
-    let mut filter = RedriveFilter { status: Some(Status::DeadLettered), ..RedriveFilter::default() };
+    let mut filter = RedriveFilter {
+        status: Some(Status::DeadLettered),
+        ..RedriveFilter::default()
+    };
     let mut limit = 100;
-    let Some(body) = body else { return Ok((filter, limit)) };
+    let Some(body) = body else {
+        return Ok((filter, limit));
+    };
     let Some(object) = body.as_object() else {
-        return Err(ApiError::validation(vec![field("body", "body must be a JSON object")]));
+        return Err(ApiError::validation(vec![field(
+            "body",
+            "body must be a JSON object",
+        )]));
     };
     let mut errors = Vec::new();
     for (key, value) in object {
         match key.as_str() {
             "status" => match value.as_str().and_then(Status::parse) {
-                Some(status @ (Status::DeadLettered | Status::Failed)) => filter.status = Some(status),
-                _ => errors.push(field("status", "status must be one of the following values: DEAD_LETTERED, FAILED")),
+                Some(status @ (Status::DeadLettered | Status::Failed)) => {
+                    filter.status = Some(status)
+                }
+                _ => errors.push(field(
+                    "status",
+                    "status must be one of the following values: DEAD_LETTERED, FAILED",
+                )),
             },
             "recipient" => match value.as_str() {
-                Some(r) if (1..=RECIPIENT_MAX).contains(&r.chars().count()) && !r.contains('\0') => {
+                Some(r)
+                    if (1..=RECIPIENT_MAX).contains(&r.chars().count()) && !r.contains('\0') =>
+                {
                     filter.recipient = Some(r.to_string());
                 }
                 _ => errors.push(field(
                     "recipient",
-                    &format!("recipient must be a string of 1 to {RECIPIENT_MAX} characters without NUL"),
+                    &format!(
+                        "recipient must be a string of 1 to {RECIPIENT_MAX} characters without NUL"
+                    ),
                 )),
             },
             "limit" => match value.as_i64() {
                 Some(n) if (1..=MAX_BATCH).contains(&n) => limit = n,
-                _ => errors.push(field("limit", &format!("limit must be an integer between 1 and {MAX_BATCH}"))),
+                _ => errors.push(field(
+                    "limit",
+                    &format!("limit must be an integer between 1 and {MAX_BATCH}"),
+                )),
             },
             other => errors.push(field(other, &format!("property {other} should not exist"))),
         }
     }
-    if errors.is_empty() { Ok((filter, limit)) } else { Err(ApiError::validation(errors)) }
+    if errors.is_empty() {
+        Ok((filter, limit))
+    } else {
+        Err(ApiError::validation(errors))
+    }
 }
 
 fn field(name: &str, message: &str) -> FieldError {
-    FieldError { field: name.to_string(), errors: vec![message.to_string()] }
+    FieldError {
+        field: name.to_string(),
+        errors: vec![message.to_string()],
+    }
 }
 
 /// JSON by default; Prometheus text for `Accept: text/plain` or `?format=prometheus`.
-pub async fn metrics(State(state): State<AppState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+            .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut format = None;
     for (key, value) in &pairs {
         match (key.as_str(), value.as_str()) {
             ("format", "json" | "prometheus") if format.is_none() => format = Some(value.clone()),
             ("format", _) => {
-                return Err(ApiError::validation(vec![field("format", "format must be one of the following values: json, prometheus")]));
+                return Err(ApiError::validation(vec![field(
+                    "format",
+                    "format must be one of the following values: json, prometheus",
+                )]));
             }
-            (other, _) => return Err(ApiError::validation(vec![field(other, &format!("property {other} should not exist"))])),
+            (other, _) => {
+                return Err(ApiError::validation(vec![field(
+                    other,
+                    &format!("property {other} should not exist"),
+                )]));
+            }
         }
     }
     let wants_text = match format.as_deref() {
@@ -102,7 +149,9 @@ pub async fn metrics(State(state): State<AppState>, headers: HeaderMap, RawQuery
         None => headers
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|accept| accept.contains("text/plain") && !accept.contains("application/json")),
+            .is_some_and(|accept| {
+                accept.contains("text/plain") && !accept.contains("application/json")
+            }),
     };
     let db = state.pool.get().await?;
     let snapshot = Snapshot::read(&db).await?;

@@ -98,11 +98,13 @@ pub async fn insert(
     let fingerprint: String = existing.try_get("fingerprint")?;
     let owner: Option<Uuid> = existing.try_get("owner_key_id")?;
     // Another caller's notification is never shown: a key reused across callers conflicts.
-    Ok(if fingerprint == new.fingerprint && owner == new.owner_key_id {
-        InsertOutcome::Replayed(from_row(&existing)?)
-    } else {
-        InsertOutcome::Conflict
-    })
+    Ok(
+        if fingerprint == new.fingerprint && owner == new.owner_key_id {
+            InsertOutcome::Replayed(from_row(&existing)?)
+        } else {
+            InsertOutcome::Conflict
+        },
+    )
 }
 
 /// Reads one notification; with `owner`, only if that key created it.
@@ -116,7 +118,11 @@ pub async fn find(
          WHERE id = $1 AND ($2::uuid IS NULL OR owner_key_id = $2)"
     );
     let statement = db.prepare_cached(&sql).await?;
-    db.query_opt(&statement, &[&id, &owner]).await?.as_ref().map(from_row).transpose()
+    db.query_opt(&statement, &[&id, &owner])
+        .await?
+        .as_ref()
+        .map(from_row)
+        .transpose()
 }
 
 /// Cancels a PENDING notification in one conditional update. A sweeper claiming it at the
@@ -348,11 +354,25 @@ pub async fn insert_batch(
     let rows = db
         .query(
             &statement,
-            &[&ids, &keys, &fingerprints, &recipients, &channels, &priorities, &payloads, &at, &after, &max_attempts, &owners],
+            &[
+                &ids,
+                &keys,
+                &fingerprints,
+                &recipients,
+                &channels,
+                &priorities,
+                &payloads,
+                &at,
+                &after,
+                &max_attempts,
+                &owners,
+            ],
         )
         .await?;
-    let inserted: std::collections::HashSet<Uuid> =
-        rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?;
+    let inserted: std::collections::HashSet<Uuid> = rows
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
 
     // Keys that were not inserted belong to an earlier row (or an earlier item of this
     // batch): read what won to tell replays from conflicts.
@@ -371,7 +391,10 @@ pub async fn insert_batch(
             )
             .await?;
         for row in db.query(&statement, &[&lost]).await? {
-            winners.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?));
+            winners.insert(
+                row.try_get(0)?,
+                (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?),
+            );
         }
     }
     Ok(items
@@ -381,7 +404,9 @@ pub async fn insert_batch(
                 return BatchOutcome::Created(item.id);
             }
             match winners.get(&item.idempotency_key) {
-                Some((id, fingerprint, owner)) if *fingerprint == item.fingerprint && *owner == item.owner_key_id => {
+                Some((id, fingerprint, owner))
+                    if *fingerprint == item.fingerprint && *owner == item.owner_key_id =>
+                {
                     BatchOutcome::Replayed(*id)
                 }
                 _ => BatchOutcome::Conflict,
