@@ -1045,7 +1045,7 @@ async fn exactly_one_outbox_event_per_final_transition_and_none_for_retries_rele
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].token, first[0].token);
     assert!(
-        queue::start_fence(&conn, &[&first[0]], LEASE)
+        queue::start_fence(&conn, &[&first[0]], Duration::from_secs(1), LEASE)
             .await
             .expect("fence")
             .is_empty(),
@@ -1143,4 +1143,43 @@ async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next
         .expect("the loop ends cleanly");
     assert_eq!(status, "SENT", "not sent {waited:?} after insertion");
     assert_eq!(total.sent, 1, "{total:?}");
+}
+
+#[tokio::test]
+async fn the_start_fence_only_writes_when_the_lease_would_not_outlast_the_provider_call() {
+    let db = test_db().await;
+    factory::create_many(&db.pool, 2, |_| Spec::default()).await;
+    let conn = db.pool.get().await.expect("db");
+    let claimed = queue::claim(&conn, "fencer", 2, Duration::from_secs(20)).await.expect("claim");
+    assert_eq!(claimed.len(), 2);
+    let version = |id: uuid::Uuid| {
+        let conn = &conn;
+        async move {
+            let row = conn
+                .query_one(
+                    "SELECT xmin::text, extract(epoch FROM lease_expires_at - now())::float8 FROM notifications WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .expect("row");
+            (row.get::<_, String>(0), row.get::<_, f64>(1))
+        }
+    };
+    let before = version(claimed[0].id).await;
+
+    // 20 s left covers a 10 s call: nothing is written.
+    let held = queue::start_fence(&conn, &[&claimed[0]], Duration::from_secs(10), Duration::from_secs(300))
+        .await
+        .expect("fence");
+    assert_eq!(held, vec![claimed[0].id]);
+    let after = version(claimed[0].id).await;
+    assert_eq!(before.0, after.0, "the row was rewritten although the lease sufficed");
+
+    // 20 s left does not cover a 60 s call: the lease is renewed to a full 300 s.
+    let held = queue::start_fence(&conn, &[&claimed[1]], Duration::from_secs(60), Duration::from_secs(300))
+        .await
+        .expect("fence");
+    assert_eq!(held, vec![claimed[1].id]);
+    let renewed = version(claimed[1].id).await;
+    assert!(renewed.1 > 290.0, "lease not renewed: {renewed:?}");
 }

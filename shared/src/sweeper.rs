@@ -68,6 +68,9 @@ pub struct Sweeper {
     last_prune: Mutex<Option<Instant>>,
 }
 
+/// Lease a claim must still have at the start fence beyond the provider time limit.
+const FENCE_MARGIN: Duration = Duration::from_secs(5);
+
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -212,7 +215,9 @@ impl Sweeper {
             let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
             ratelimit::lock_recipients(&tx, &recipients).await?;
         }
-        let still_held = queue::start_fence(&tx, &all, self.config.visibility_timeout).await?;
+        // The lease must outlast the provider call that follows.
+        let needed = self.config.provider_timeout + FENCE_MARGIN;
+        let still_held = queue::start_fence(&tx, &all, needed, self.config.visibility_timeout).await?;
         let held: Vec<&Claimed> = all
             .into_iter()
             .filter(|c| still_held.contains(&c.id))

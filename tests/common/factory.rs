@@ -91,7 +91,10 @@ pub async fn create_many(
 /// Reads a notification as the API would show it.
 pub async fn load(pool: &Pool, id: Uuid) -> Notification {
     let db = pool.get().await.expect("connection");
-    queue::find(&db, id, None).await.expect("find").expect("exists")
+    queue::find(&db, id, None)
+        .await
+        .expect("find")
+        .expect("exists")
 }
 
 /// Count of rows matching a SQL condition on `notifications`.
@@ -131,9 +134,14 @@ pub async fn create_due_bulk(pool: &Pool, count: i64) -> Vec<Uuid> {
 /// Moves a PENDING notification to DEAD_LETTERED (attempts used up) with `last_error`, as
 /// the CHECK constraints require (`dead_lettered_at` set). No webhook event is written.
 pub async fn dead_letter(pool: &Pool, id: Uuid, last_error: &str) {
+    dead_letter_many(pool, &[id], last_error).await;
+}
+
+/// [`dead_letter`] for many notifications in one statement.
+pub async fn dead_letter_many(pool: &Pool, ids: &[Uuid], last_error: &str) {
     finish(
         pool,
-        id,
+        ids,
         "status = 'DEAD_LETTERED', dead_lettered_at = now(), attempt_count = max_attempts",
         last_error,
     )
@@ -145,24 +153,24 @@ pub async fn dead_letter(pool: &Pool, id: Uuid, last_error: &str) {
 pub async fn fail(pool: &Pool, id: Uuid, last_error: &str) {
     finish(
         pool,
-        id,
+        &[id],
         "status = 'FAILED', failed_at = now(), attempt_count = 1",
         last_error,
     )
     .await;
 }
 
-async fn finish(pool: &Pool, id: Uuid, set: &str, last_error: &str) {
+async fn finish(pool: &Pool, ids: &[Uuid], set: &str, last_error: &str) {
     let db = pool.get().await.expect("connection");
     let changed = db
         .execute(
             &format!(
                 "UPDATE notifications SET {set}, last_error = $2, updated_at = now()
-                 WHERE id = $1 AND status = 'PENDING'"
+                 WHERE id = ANY($1) AND status = 'PENDING'"
             ),
-            &[&id, &last_error],
+            &[&ids, &last_error],
         )
         .await
-        .expect("finish a notification");
-    assert_eq!(changed, 1, "notification {id} was not PENDING");
+        .expect("finish notifications");
+    assert_eq!(changed, ids.len() as u64, "not all of {ids:?} were PENDING");
 }

@@ -72,19 +72,20 @@ pub async fn delivery_latency(
 ) -> Result<LatencyHistogram, tokio_postgres::Error> {
     let statement = db
         .prepare_cached(
-            "SELECT width_bucket(latency, $1::float8[]) AS bucket, count(*), sum(latency)
+            // Prometheus buckets are "less than or equal": a value's bucket is the number of
+            // bounds strictly below it, which width_bucket gives on negated values.
+            "SELECT $2::int4 - width_bucket(-latency, $1::float8[]) AS bucket, count(*), sum(latency)
              FROM (SELECT greatest(extract(epoch FROM sent_at - scheduled_at)::float8, 0) AS latency
                    FROM notifications WHERE status = 'SENT') AS sent
              GROUP BY bucket",
         )
         .await?;
-    let bounds = LATENCY_BUCKETS.to_vec();
-    let rows = db.query(&statement, &[&bounds]).await?;
+    let negated: Vec<f64> = LATENCY_BUCKETS.iter().rev().map(|b| -b).collect();
+    let bucket_count = LATENCY_BUCKETS.len() as i32;
+    let rows = db.query(&statement, &[&negated, &bucket_count]).await?;
     let mut counts = vec![0u64; LATENCY_BUCKETS.len() + 1];
     let (mut sum, mut count) = (0.0, 0u64);
     for row in rows {
-        // width_bucket gives 0 below the first bound and i for bounds[i-1] <= x < bounds[i];
-        // Prometheus buckets are "less than or equal", which differs only on exact bounds.
         let bucket: i32 = row.try_get(0)?;
         let n = u64::try_from(row.try_get::<_, i64>(1)?).unwrap_or(0);
         counts[usize::try_from(bucket)

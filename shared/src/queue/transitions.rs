@@ -94,27 +94,40 @@ pub async fn claim(
     Ok(claimed)
 }
 
-/// Renews the lease of each claim this worker still holds, just before the provider call.
-/// Returns the ids still held; a missing id was lost (its lease expired and another worker
-/// recovered it) and must not be sent.
+/// The start fence, just before the provider call: returns the ids this worker still
+/// holds; a missing id was lost (its lease expired and another worker recovered it) and
+/// must not be sent. A claim whose lease has less than `needed` left is renewed to a full
+/// `lease`; the others are only read, so the usual fence writes nothing.
 pub async fn start_fence(
     db: &impl GenericClient,
     batch: &[&Claimed],
+    needed: Duration,
     lease: Duration,
 ) -> Result<Vec<Uuid>, tokio_postgres::Error> {
     let ids: Vec<Uuid> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let statement = db
         .prepare_cached(
-            "UPDATE notifications n
-             SET lease_expires_at = now() + $3::int8 * interval '1 millisecond'
-             FROM unnest($1::uuid[], $2::uuid[]) AS held(id, token)
-             WHERE n.id = held.id AND n.claim_token = held.token AND n.status = 'PROCESSING'
-             RETURNING n.id",
+            "WITH held AS (
+                SELECT n.id, n.claim_token, n.lease_expires_at >= now() + $3::int8 * interval '1 millisecond' AS enough
+                FROM notifications n JOIN unnest($1::uuid[], $2::uuid[]) AS mine(id, token)
+                     ON n.id = mine.id AND n.claim_token = mine.token
+                WHERE n.status = 'PROCESSING'
+            ), renewed AS (
+                UPDATE notifications n
+                SET lease_expires_at = now() + $4::int8 * interval '1 millisecond'
+                FROM held
+                WHERE NOT held.enough AND n.id = held.id AND n.claim_token = held.claim_token
+                  AND n.status = 'PROCESSING'
+                RETURNING n.id
+            )
+            SELECT id FROM held WHERE enough
+            UNION ALL
+            SELECT id FROM renewed",
         )
         .await?;
     let rows = db
-        .query(&statement, &[&ids, &tokens, &millis(lease)])
+        .query(&statement, &[&ids, &tokens, &millis(needed), &millis(lease)])
         .await?;
     rows.iter().map(|row| row.try_get(0)).collect()
 }
