@@ -211,13 +211,21 @@ impl Sweeper {
         let mut db = self.pool.get().await?;
         let tx = db.transaction().await?;
         let all: Vec<&Claimed> = claimed.iter().collect();
-        if self.rate_limit.is_some() {
-            let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
-            ratelimit::lock_recipients(&tx, &recipients).await?;
-        }
+        let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
         // The lease must outlast the provider call that follows.
         let needed = self.config.provider_timeout + FENCE_MARGIN;
-        let still_held = queue::start_fence(&tx, &all, needed, self.config.visibility_timeout).await?;
+        // Sent together, answered in one round trip: the two statements are independent.
+        let (locked, still_held) = tokio::join!(
+            async {
+                match self.rate_limit {
+                    Some(_) => ratelimit::lock_recipients(&tx, &recipients).await,
+                    None => Ok(()),
+                }
+            },
+            queue::start_fence(&tx, &all, needed, self.config.visibility_timeout),
+        );
+        locked?;
+        let still_held = still_held?;
         let held: Vec<&Claimed> = all
             .into_iter()
             .filter(|c| still_held.contains(&c.id))
