@@ -41,27 +41,8 @@ impl Worker {
             .clone()
             .context("DATABASE_URL is required for the deployed functions")?;
         let pool = db::create_pool(&url, config.database_pool_max)?;
-        let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
-        let sweeper = Arc::new(
-            Sweeper::new(
-                pool.clone(),
-                Arc::new(provider),
-                Arc::new(ThreadRandom),
-                config.worker.clone(),
-                config.retry,
-            )
-            .with_rate_limit(config.rate_limit),
-        );
-        let drainer = match config.webhook.url {
-            Some(_) => Some(Arc::new(WebhookDrainer::new(
-                pool.clone(),
-                &config.webhook,
-                config.retry,
-                config.worker.poll_interval,
-                Arc::new(ThreadRandom),
-            )?)),
-            None => None,
-        };
+        let sweeper = build_sweeper(&pool, &config);
+        let drainer = build_drainer(&pool, &config)?;
         // The listener lives for the container; it reconnects after a freeze by itself.
         let wake = wake::listen(url, queue::WAKE_CHANNEL, StopSignal::never());
         Ok(Worker {
@@ -100,6 +81,31 @@ impl Worker {
             webhook::run(drainer.clone(), StopSignal::never().with_deadline(stop_at)).await;
         serde_json::to_value(summary).unwrap_or_default()
     }
+}
+
+/// The sweeper every process runs: the simulated provider, the configured retry policy
+/// and rate limit.
+pub fn build_sweeper(pool: &Pool, config: &Config) -> Arc<Sweeper> {
+    let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
+    Arc::new(
+        Sweeper::new(pool.clone(), Arc::new(provider), Arc::new(ThreadRandom), config.worker.clone(), config.retry)
+            .with_rate_limit(config.rate_limit),
+    )
+}
+
+/// The webhook drainer, or `None` without `WEBHOOK_URL` (events then stay in the outbox).
+pub fn build_drainer(pool: &Pool, config: &Config) -> anyhow::Result<Option<Arc<WebhookDrainer>>> {
+    if config.webhook.url.is_none() {
+        return Ok(None);
+    }
+    let drainer = WebhookDrainer::new(
+        pool.clone(),
+        &config.webhook,
+        config.retry,
+        config.worker.poll_interval,
+        Arc::new(ThreadRandom),
+    )?;
+    Ok(Some(Arc::new(drainer)))
 }
 
 /// The invocation deadline (wall-clock milliseconds since the epoch, as Lambda gives it)

@@ -1,20 +1,17 @@
 //! `notify-local`: the whole system in one process for development and black-box tests.
 //! `APP_ROLE` picks the parts: `all`, `api` (HTTP only) or `worker` (sweeper and webhook
-//! drainer; HTTP answers only `/health`). With no `DATABASE_URL` it brings up a private PostgreSQL.
+//! drainer; HTTP answers only `/health` and `/metrics`). With no `DATABASE_URL` it brings up a private PostgreSQL.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::backoff::ThreadRandom;
 use crate::config::Config;
 use crate::db::{self, embedded::EmbeddedPostgres};
 use crate::intake::{self, AppState, Routes};
-use crate::provider::simulated::SimulatedProvider;
 use crate::stop::{StopSignal, stop_on_signals};
-use crate::sweeper::{self, Sweeper};
-use crate::webhook::{self, WebhookDrainer};
+use crate::sweeper;
+use crate::webhook;
 use crate::{queue, wake};
 
 /// Extra time granted after the provider (or webhook) time limit for in-flight steps to record.
@@ -50,29 +47,11 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         // Without WEBHOOK_URL no drainer exists: events stay PENDING in the outbox until a
         // process with a URL drains them. Built before anything starts, so a bad secret or
         // URL stops start-up.
-        if config.webhook.url.is_some() {
-            let webhooks = WebhookDrainer::new(
-                pool.clone(),
-                &config.webhook,
-                config.retry,
-                config.worker.poll_interval,
-                Arc::new(ThreadRandom),
-            )?;
-            drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())));
-        } else {
-            tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox");
+        match crate::functions::build_drainer(&pool, &config)? {
+            Some(webhooks) => drainer = Some(tokio::spawn(webhook::run(webhooks, stop.clone()))),
+            None => tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox"),
         }
-        let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
-        let sweeper = Arc::new(
-            Sweeper::new(
-                pool.clone(),
-                Arc::new(provider),
-                Arc::new(ThreadRandom),
-                config.worker.clone(),
-                config.retry,
-            )
-            .with_rate_limit(config.rate_limit),
-        );
+        let sweeper = crate::functions::build_sweeper(&pool, &config);
         let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
     }

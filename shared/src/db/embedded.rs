@@ -133,11 +133,13 @@ impl EmbeddedPostgres {
         spawn_from_parking_thread(command)
     }
 
-    /// Restarts the server in place: a fast shutdown (every connection is dropped), then a
-    /// new postmaster on the same data folder and port. Blocks until it accepts connections
-    /// again. The chaos tests use it to show that running processes reconnect by themselves.
-    pub fn restart(&mut self) -> anyhow::Result<()> {
+    /// Restarts the server in place: a fast shutdown (every connection is dropped), `down_for`
+    /// with nothing listening, then a new postmaster on the same data folder and port.
+    /// Blocks until it accepts connections again. The chaos tests use it to show that
+    /// running processes reconnect by themselves.
+    pub fn restart(&mut self, down_for: Duration) -> anyhow::Result<()> {
         self.shut_down();
+        std::thread::sleep(down_for);
         self.child = Some(self.launch()?);
         self.wait_until_ready()
     }

@@ -13,7 +13,6 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::read_json;
 use super::error::{ApiError, FieldError};
-use super::fingerprint::fingerprint;
 use super::validation::validate_create;
 use crate::auth::Caller;
 use crate::queue::{self, BatchOutcome, NewNotification};
@@ -48,18 +47,7 @@ pub async fn create_batch(
         match validate_create(item, now) {
             Ok(request) => {
                 valid_index.push(index);
-                valid.push(NewNotification {
-                    id: Uuid::new_v4(),
-                    fingerprint: fingerprint(&request),
-                    idempotency_key: request.idempotency_key,
-                    recipient: request.recipient,
-                    channel: request.channel,
-                    priority: request.priority,
-                    payload: request.payload,
-                    due: request.due,
-                    max_attempts: state.max_attempts,
-                    owner_key_id: caller.key_id,
-                });
+                valid.push(request.into_new(state.max_attempts, caller.key_id));
                 results.push(ItemResult {
                     index,
                     status: 0,

@@ -14,11 +14,10 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, FieldError};
-use super::fingerprint::fingerprint;
 use super::validation::{RECIPIENT_MAX, validate_create};
 use crate::auth::Caller;
 use crate::notification::Status;
-use crate::queue::{self, Cursor, InsertOutcome, ListFilter, NewNotification};
+use crate::queue::{self, Cursor, InsertOutcome, ListFilter};
 
 const REPLAYED: &str = "idempotent-replayed";
 const CURSOR_MAX: usize = 512;
@@ -33,18 +32,7 @@ pub async fn create(
         .await?
         .unwrap_or(Value::Null);
     let request = validate_create(&body, chrono::Utc::now()).map_err(ApiError::validation)?;
-    let new = NewNotification {
-        id: Uuid::new_v4(),
-        fingerprint: fingerprint(&request),
-        idempotency_key: request.idempotency_key,
-        recipient: request.recipient,
-        channel: request.channel,
-        priority: request.priority,
-        payload: request.payload,
-        due: request.due,
-        max_attempts: state.max_attempts,
-        owner_key_id: caller.key_id,
-    };
+    let new = request.into_new(state.max_attempts, caller.key_id);
     let db = state.pool.get().await?;
     match queue::insert(&db, &new).await? {
         InsertOutcome::Created(notification) => Ok(with_replayed(

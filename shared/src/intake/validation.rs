@@ -37,6 +37,24 @@ pub struct CreateRequest {
     pub delay_seconds: Option<i32>,
 }
 
+impl CreateRequest {
+    /// The row to insert: a fresh id, the request's fingerprint, and who created it.
+    pub fn into_new(self, max_attempts: i32, owner_key_id: Option<uuid::Uuid>) -> crate::queue::NewNotification {
+        crate::queue::NewNotification {
+            id: uuid::Uuid::new_v4(),
+            fingerprint: super::fingerprint::fingerprint(&self),
+            idempotency_key: self.idempotency_key,
+            recipient: self.recipient,
+            channel: self.channel,
+            priority: self.priority,
+            payload: self.payload,
+            due: self.due,
+            max_attempts,
+            owner_key_id,
+        }
+    }
+}
+
 /// Collects errors per field, in the order fields are checked.
 #[derive(Default)]
 struct Errors(Vec<FieldError>);

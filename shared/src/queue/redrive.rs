@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{NOTIFICATION_COLUMNS, WAKE_CHANNEL, from_row};
@@ -91,22 +92,11 @@ pub async fn redrive_matching(
         filter = matches(2)
     );
     let statement = db.prepare_cached(&sql).await?;
-    let channel = filter.channel.map(Channel::as_str);
-    let row = db
-        .query_one(
-            &statement,
-            &[
-                &max_attempts,
-                &filter.status(),
-                &filter.recipient,
-                &channel,
-                &filter.error_contains,
-                &filter.created_before,
-                &filter.created_after,
-                &limit,
-            ],
-        )
-        .await?;
+    let (status, channel) = (filter.status(), filter.channel.map(Channel::as_str));
+    let mut params = filter_params(filter, &status, &channel);
+    params.insert(0, &max_attempts);
+    params.push(&limit);
+    let row = db.query_one(&statement, &params).await?;
     Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))
 }
 
@@ -117,19 +107,23 @@ pub async fn count_matching(
 ) -> Result<u64, tokio_postgres::Error> {
     let sql = format!("SELECT count(*) FROM notifications n WHERE {}", matches(1));
     let statement = db.prepare_cached(&sql).await?;
-    let channel = filter.channel.map(Channel::as_str);
-    let row = db
-        .query_one(
-            &statement,
-            &[
-                &filter.status(),
-                &filter.recipient,
-                &channel,
-                &filter.error_contains,
-                &filter.created_before,
-                &filter.created_after,
-            ],
-        )
-        .await?;
+    let (status, channel) = (filter.status(), filter.channel.map(Channel::as_str));
+    let row = db.query_one(&statement, &filter_params(filter, &status, &channel)).await?;
     Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))
+}
+
+/// The six values [`matches`] numbers, in its order.
+fn filter_params<'a>(
+    filter: &'a RedriveFilter,
+    status: &'a &'static str,
+    channel: &'a Option<&'static str>,
+) -> Vec<&'a (dyn ToSql + Sync)> {
+    vec![
+        status,
+        &filter.recipient,
+        channel,
+        &filter.error_contains,
+        &filter.created_before,
+        &filter.created_after,
+    ]
 }
