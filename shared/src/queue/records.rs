@@ -342,6 +342,9 @@ pub async fn insert_batch(
                                   $7::jsonb[], $8::timestamptz[], $9::int4[], $10::int4[], $11::uuid[])
                            AS i(id, key, fingerprint, recipient, channel, priority, payload, at, after_s,
                                 max_attempts, owner)) AS input
+                -- In key order: two batches sharing keys then wait for each other in the
+                -- same order and cannot deadlock.
+                ORDER BY key
                 ON CONFLICT (idempotency_key) DO NOTHING
                 RETURNING id, next_attempt_at
             ), woken AS (

@@ -1,0 +1,101 @@
+//! `POST /notifications/batch`: one set-based insert, a result per item.
+
+mod common;
+
+use common::{factory, spawn_api, test_db};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+fn item(key: &str) -> Value {
+    json!({"recipient": format!("{key}@example.com"), "channel": "PUSH", "payload": {"n": key},
+           "priority": "NORMAL", "idempotencyKey": key, "delaySeconds": 30})
+}
+
+async fn post_batch(base: &str, body: &Value) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/notifications/batch"))
+        .json(body)
+        .send()
+        .await
+        .expect("request");
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
+    let db = test_db().await;
+    let base = spawn_api(&db).await;
+    // An earlier single POST owns key "taken"; the batch replays it once and conflicts once.
+    let (status, _) = post_batch(&base, &json!({"notifications": [item("taken")]})).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut conflicting = item("taken");
+    conflicting["payload"] = json!({"different": true});
+    let mut invalid = item("invalid");
+    invalid["channel"] = json!("FAX");
+    let mut repeated_differently = item("fresh");
+    repeated_differently["priority"] = json!("HIGH");
+
+    let (status, body) = post_batch(
+        &base,
+        &json!({"notifications": [item("fresh"), item("taken"), conflicting, invalid, item("fresh"), repeated_differently]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let results = body["results"].as_array().expect("results");
+    let statuses: Vec<i64> = results.iter().map(|r| r["status"].as_i64().expect("status")).collect();
+    assert_eq!(statuses, [201, 200, 409, 400, 200, 409]);
+    let indexes: Vec<i64> = results.iter().map(|r| r["index"].as_i64().expect("index")).collect();
+    assert_eq!(indexes, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(results[0]["id"], results[4]["id"], "a repeated item replays the first");
+    assert!(results[3]["id"].is_null());
+    assert_eq!(results[3]["errors"][0]["field"], "channel");
+    assert_eq!(results[2]["errors"][0]["field"], "idempotencyKey");
+    assert_eq!(factory::count_where(&db.pool, "true").await, 2);
+}
+
+#[tokio::test]
+async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
+    let db = test_db().await;
+    let base = spawn_api(&db).await;
+    let items: Vec<Value> = (0..5000).map(|i| item(&format!("bulk-{i}"))).collect();
+    let (status, body) = post_batch(&base, &json!({"notifications": items})).await;
+    assert_eq!(status, StatusCode::OK);
+    let created = body["results"].as_array().expect("results").iter().filter(|r| r["status"] == 201).count();
+    assert_eq!(created, 5000);
+    assert_eq!(factory::count_where(&db.pool, "true").await, 5000);
+
+    let too_many: Vec<Value> = (0..5001).map(|i| item(&format!("over-{i}"))).collect();
+    let (status, error) = post_batch(&base, &json!({"notifications": too_many})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error["details"][0]["field"], "notifications");
+    for bad in [json!({"notifications": []}), json!({"notifications": {}}), json!({"items": []}), json!([])] {
+        let (status, _) = post_batch(&base, &bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_eq!(factory::count_where(&db.pool, "true").await, 5000);
+}
+
+#[tokio::test]
+async fn simultaneous_batches_sharing_keys_create_each_key_once() {
+    let db = test_db().await;
+    let base = spawn_api(&db).await;
+    let items: Vec<Value> = (0..200).map(|i| item(&format!("shared-{i}"))).collect();
+    let forward = json!({"notifications": items});
+    let backward = json!({"notifications": items.iter().rev().collect::<Vec<_>>()});
+    // Opposite orders: inserting in request order would let two batches deadlock.
+    let responses =
+        futures::future::join_all((0..6).map(|i| post_batch(&base, if i % 2 == 0 { &forward } else { &backward }))).await;
+    let mut created = 0;
+    for (status, body) in &responses {
+        assert_eq!(*status, StatusCode::OK);
+        for result in body["results"].as_array().expect("results") {
+            match result["status"].as_i64() {
+                Some(201) => created += 1,
+                Some(200) => {}
+                other => panic!("unexpected item status {other:?}: {result}"),
+            }
+        }
+    }
+    assert_eq!(created, 200, "every key created exactly once across the batches");
+    assert_eq!(factory::count_where(&db.pool, "true").await, 200);
+}
