@@ -18,7 +18,10 @@ async fn post_batch(base: &str, body: &Value) -> (StatusCode, Value) {
         .send()
         .await
         .expect("request");
-    (response.status(), response.json().await.unwrap_or(Value::Null))
+    (
+        response.status(),
+        response.json().await.unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -42,11 +45,20 @@ async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let results = body["results"].as_array().expect("results");
-    let statuses: Vec<i64> = results.iter().map(|r| r["status"].as_i64().expect("status")).collect();
+    let statuses: Vec<i64> = results
+        .iter()
+        .map(|r| r["status"].as_i64().expect("status"))
+        .collect();
     assert_eq!(statuses, [201, 200, 409, 400, 200, 409]);
-    let indexes: Vec<i64> = results.iter().map(|r| r["index"].as_i64().expect("index")).collect();
+    let indexes: Vec<i64> = results
+        .iter()
+        .map(|r| r["index"].as_i64().expect("index"))
+        .collect();
     assert_eq!(indexes, [0, 1, 2, 3, 4, 5]);
-    assert_eq!(results[0]["id"], results[4]["id"], "a repeated item replays the first");
+    assert_eq!(
+        results[0]["id"], results[4]["id"],
+        "a repeated item replays the first"
+    );
     assert!(results[3]["id"].is_null());
     assert_eq!(results[3]["errors"][0]["field"], "channel");
     assert_eq!(results[2]["errors"][0]["field"], "idempotencyKey");
@@ -60,7 +72,12 @@ async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
     let items: Vec<Value> = (0..5000).map(|i| item(&format!("bulk-{i}"))).collect();
     let (status, body) = post_batch(&base, &json!({"notifications": items})).await;
     assert_eq!(status, StatusCode::OK);
-    let created = body["results"].as_array().expect("results").iter().filter(|r| r["status"] == 201).count();
+    let created = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["status"] == 201)
+        .count();
     assert_eq!(created, 5000);
     assert_eq!(factory::count_where(&db.pool, "true").await, 5000);
 
@@ -68,7 +85,12 @@ async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
     let (status, error) = post_batch(&base, &json!({"notifications": too_many})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(error["details"][0]["field"], "notifications");
-    for bad in [json!({"notifications": []}), json!({"notifications": {}}), json!({"items": []}), json!([])] {
+    for bad in [
+        json!({"notifications": []}),
+        json!({"notifications": {}}),
+        json!({"items": []}),
+        json!([]),
+    ] {
         let (status, _) = post_batch(&base, &bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
     }
@@ -83,8 +105,10 @@ async fn simultaneous_batches_sharing_keys_create_each_key_once() {
     let forward = json!({"notifications": items});
     let backward = json!({"notifications": items.iter().rev().collect::<Vec<_>>()});
     // Opposite orders: inserting in request order would let two batches deadlock.
-    let responses =
-        futures::future::join_all((0..6).map(|i| post_batch(&base, if i % 2 == 0 { &forward } else { &backward }))).await;
+    let responses = futures::future::join_all(
+        (0..6).map(|i| post_batch(&base, if i % 2 == 0 { &forward } else { &backward })),
+    )
+    .await;
     let mut created = 0;
     for (status, body) in &responses {
         assert_eq!(*status, StatusCode::OK);
@@ -96,6 +120,9 @@ async fn simultaneous_batches_sharing_keys_create_each_key_once() {
             }
         }
     }
-    assert_eq!(created, 200, "every key created exactly once across the batches");
+    assert_eq!(
+        created, 200,
+        "every key created exactly once across the batches"
+    );
     assert_eq!(factory::count_where(&db.pool, "true").await, 200);
 }

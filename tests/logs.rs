@@ -37,11 +37,16 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let hook = format!("http://{}/hook", listener.local_addr().expect("address"));
     tokio::spawn(async move { axum::serve(listener, receiver).await });
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
     let log_path = std::env::temp_dir().join(format!("notify-logs-{}.log", uuid::Uuid::new_v4()));
     let log = std::fs::File::create(&log_path).expect("log file");
     let _process = Child(
@@ -63,8 +68,18 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let started = Instant::now();
-    while client.get(format!("{base}/health")).send().await.map(|r| r.status().is_success()).ok() != Some(true) {
-        assert!(started.elapsed() < Duration::from_secs(30), "notify-local did not start");
+    while client
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .map(|r| r.status().is_success())
+        .ok()
+        != Some(true)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "notify-local did not start"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -83,17 +98,35 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
         .expect("json");
     let id = created["id"].as_str().expect("id").to_string();
     // Also a replay, a conflict and a listing filtered by recipient.
-    client.post(format!("{base}/notifications")).json(&json!({"recipient": recipient, "channel": "EMAIL", "priority": "HIGH",
-        "idempotencyKey": key, "payload": {"body": "other"}, "sendAt": "2020-01-01T00:00:00Z"})).send().await.expect("conflict");
-    client.get(format!("{base}/notifications?recipient={recipient}")).send().await.expect("list");
+    client
+        .post(format!("{base}/notifications"))
+        .json(
+            &json!({"recipient": recipient, "channel": "EMAIL", "priority": "HIGH",
+        "idempotencyKey": key, "payload": {"body": "other"}, "sendAt": "2020-01-01T00:00:00Z"}),
+        )
+        .send()
+        .await
+        .expect("conflict");
+    client
+        .get(format!("{base}/notifications?recipient={recipient}"))
+        .send()
+        .await
+        .expect("list");
 
     let started = Instant::now();
     loop {
-        let delivered = received.lock().expect("lock").iter().any(|b| b["jobId"] == id.as_str() && b["status"] == "SENT");
+        let delivered = received
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|b| b["jobId"] == id.as_str() && b["status"] == "SENT");
         if delivered {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "the webhook did not arrive");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the webhook did not arrive"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Let the drainer record the delivery and log it.
@@ -101,10 +134,17 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
 
     let logs = std::fs::read_to_string(&log_path).expect("logs");
     let _ = std::fs::remove_file(&log_path);
-    assert!(logs.lines().count() > 5, "the process logged almost nothing:\n{logs}");
+    assert!(
+        logs.lines().count() > 5,
+        "the process logged almost nothing:\n{logs}"
+    );
     assert!(logs.contains(&id), "events carry the notification id");
     for secret in [recipient, key, payload_marker] {
         let leaks: Vec<&str> = logs.lines().filter(|l| l.contains(secret)).collect();
-        assert!(leaks.is_empty(), "{secret} leaked into the log:\n{}", leaks.join("\n"));
+        assert!(
+            leaks.is_empty(),
+            "{secret} leaked into the log:\n{}",
+            leaks.join("\n")
+        );
     }
 }

@@ -1034,3 +1034,26 @@ async fn the_worker_role_answers_health_and_metrics_but_not_the_notification_rou
         "no redrive through a worker"
     );
 }
+
+#[tokio::test]
+async fn a_body_of_only_whitespace_is_malformed_json_not_an_absent_body() {
+    let db = test_db().await;
+    let base = spawn_api(&db).await;
+    let client = reqwest::Client::new();
+    let malformed = client
+        .post(format!("{base}/notifications/retry"))
+        .header("content-type", "application/json")
+        .body("\r\n ")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
+    let not_json = client
+        .post(format!("{base}/notifications/retry"))
+        .header("content-type", "text/plain")
+        .body(" ")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(not_json.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}

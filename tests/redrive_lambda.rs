@@ -30,19 +30,43 @@ async fn setup(dead: usize) -> Setup {
     let moto = moto::start();
     let client = moto::scheduler_client(&moto);
     let group = format!("notify-queue-{}", uuid::Uuid::new_v4().simple());
-    client.create_schedule_group().name(&group).send().await.expect("schedule group");
-    let config = SchedulerConfig { group: group.clone(), role_arn: Some(ROLE_ARN.to_string()) };
+    client
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .expect("schedule group");
+    let config = SchedulerConfig {
+        group: group.clone(),
+        role_arn: Some(ROLE_ARN.to_string()),
+    };
     let redriver = Redriver {
         pool: db.pool.clone(),
         scheduler: Scheduler::with_client(client.clone(), config),
         max_attempts: 6,
     };
-    Setup { db, _moto: moto, redriver, client, group }
+    Setup {
+        db,
+        _moto: moto,
+        redriver,
+        client,
+        group,
+    }
 }
 
 async fn schedule_names(setup: &Setup) -> Vec<String> {
-    let listed = setup.client.list_schedules().group_name(&setup.group).send().await.expect("list schedules");
-    listed.schedules().iter().filter_map(|s| s.name().map(String::from)).collect()
+    let listed = setup
+        .client
+        .list_schedules()
+        .group_name(&setup.group)
+        .send()
+        .await
+        .expect("list schedules");
+    listed
+        .schedules()
+        .iter()
+        .filter_map(|s| s.name().map(String::from))
+        .collect()
 }
 
 fn an_hour_from_now() -> Instant {
@@ -54,17 +78,35 @@ async fn a_deferred_redrive_creates_exactly_one_schedule_with_the_right_time_tar
     let setup = setup(3).await;
     let at: DateTime<Utc> = (Utc::now() + chrono::TimeDelta::hours(2)).with_nanosecond_zero();
     let request = json!({"status": "DEAD_LETTERED", "batchSize": 50, "at": at.to_rfc3339()});
-    let response = setup.redriver.invoke(request, FUNCTION_ARN, an_hour_from_now()).await.expect("invoke");
+    let response = setup
+        .redriver
+        .invoke(request, FUNCTION_ARN, an_hour_from_now())
+        .await
+        .expect("invoke");
     assert_eq!(response.retried, 0);
     assert_eq!(response.remaining, 3);
-    assert_eq!(factory::count_where(&setup.db.pool, "status = 'DEAD_LETTERED'").await, 3, "nothing redriven yet");
+    assert_eq!(
+        factory::count_where(&setup.db.pool, "status = 'DEAD_LETTERED'").await,
+        3,
+        "nothing redriven yet"
+    );
 
     let names = schedule_names(&setup).await;
     assert_eq!(names.len(), 1);
     let scheduled = response.scheduled.expect("schedule reported");
     assert_eq!(names[0], scheduled.name);
-    let schedule = setup.client.get_schedule().name(&names[0]).group_name(&setup.group).send().await.expect("get");
-    assert_eq!(schedule.schedule_expression(), Some(format!("at({})", at.format("%Y-%m-%dT%H:%M:%S")).as_str()));
+    let schedule = setup
+        .client
+        .get_schedule()
+        .name(&names[0])
+        .group_name(&setup.group)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        schedule.schedule_expression(),
+        Some(format!("at({})", at.format("%Y-%m-%dT%H:%M:%S")).as_str())
+    );
     assert_eq!(schedule.schedule_expression_timezone(), Some("UTC"));
     let target = schedule.target().expect("target");
     assert_eq!(target.arn(), FUNCTION_ARN);
@@ -73,7 +115,10 @@ async fn a_deferred_redrive_creates_exactly_one_schedule_with_the_right_time_tar
     assert_eq!(input["status"], "DEAD_LETTERED");
     assert_eq!(input["batchSize"], 50);
     assert_eq!(input["scheduleName"], names[0].as_str());
-    assert!(input.get("at").is_none(), "the scheduled run must not defer itself again: {input}");
+    assert!(
+        input.get("at").is_none(),
+        "the scheduled run must not defer itself again: {input}"
+    );
 }
 
 #[tokio::test]
@@ -82,19 +127,42 @@ async fn finished_work_deletes_the_schedule_that_started_it() {
     let at = Utc::now() + chrono::TimeDelta::minutes(5);
     setup
         .redriver
-        .invoke(json!({"at": at.to_rfc3339()}), FUNCTION_ARN, an_hour_from_now())
+        .invoke(
+            json!({"at": at.to_rfc3339()}),
+            FUNCTION_ARN,
+            an_hour_from_now(),
+        )
         .await
         .expect("defer");
     let names = schedule_names(&setup).await;
     assert_eq!(names.len(), 1);
     // moto never fires schedules: invoke the function as the schedule would.
-    let schedule = setup.client.get_schedule().name(&names[0]).group_name(&setup.group).send().await.expect("get");
-    let input: Value = serde_json::from_str(schedule.target().expect("target").input().expect("input")).expect("json");
-    let response = setup.redriver.invoke(input, FUNCTION_ARN, an_hour_from_now()).await.expect("scheduled run");
+    let schedule = setup
+        .client
+        .get_schedule()
+        .name(&names[0])
+        .group_name(&setup.group)
+        .send()
+        .await
+        .expect("get");
+    let input: Value =
+        serde_json::from_str(schedule.target().expect("target").input().expect("input"))
+            .expect("json");
+    let response = setup
+        .redriver
+        .invoke(input, FUNCTION_ARN, an_hour_from_now())
+        .await
+        .expect("scheduled run");
     assert_eq!((response.retried, response.remaining), (4, 0));
     assert!(response.scheduled.is_none());
-    assert!(schedule_names(&setup).await.is_empty(), "a finished redrive leaves no schedule behind");
-    assert_eq!(factory::count_where(&setup.db.pool, "status = 'PENDING' AND redrive_count = 1").await, 4);
+    assert!(
+        schedule_names(&setup).await.is_empty(),
+        "a finished redrive leaves no schedule behind"
+    );
+    assert_eq!(
+        factory::count_where(&setup.db.pool, "status = 'PENDING' AND redrive_count = 1").await,
+        4
+    );
 }
 
 #[tokio::test]
@@ -109,16 +177,34 @@ async fn an_invocation_that_runs_out_of_time_schedules_its_continuation() {
         .expect("invoke");
     assert_eq!((response.retried, response.remaining), (2, 3));
     let scheduled = response.scheduled.expect("continuation scheduled");
-    let at = DateTime::parse_from_rfc3339(&scheduled.at).expect("time").with_timezone(&Utc);
+    let at = DateTime::parse_from_rfc3339(&scheduled.at)
+        .expect("time")
+        .with_timezone(&Utc);
     let delay = (at - before).num_seconds();
-    assert!((59..=62).contains(&delay), "continuation one minute later, got {delay}s");
+    assert!(
+        (59..=62).contains(&delay),
+        "continuation one minute later, got {delay}s"
+    );
     let names = schedule_names(&setup).await;
     assert_eq!(names, vec![scheduled.name.clone()]);
 
     // The continuation finishes the work and removes its own schedule.
-    let schedule = setup.client.get_schedule().name(&names[0]).group_name(&setup.group).send().await.expect("get");
-    let input: Value = serde_json::from_str(schedule.target().expect("target").input().expect("input")).expect("json");
-    let response = setup.redriver.invoke(input, FUNCTION_ARN, an_hour_from_now()).await.expect("continuation");
+    let schedule = setup
+        .client
+        .get_schedule()
+        .name(&names[0])
+        .group_name(&setup.group)
+        .send()
+        .await
+        .expect("get");
+    let input: Value =
+        serde_json::from_str(schedule.target().expect("target").input().expect("input"))
+            .expect("json");
+    let response = setup
+        .redriver
+        .invoke(input, FUNCTION_ARN, an_hour_from_now())
+        .await
+        .expect("continuation");
     assert_eq!((response.retried, response.remaining), (3, 0));
     assert!(schedule_names(&setup).await.is_empty());
 }
@@ -133,10 +219,20 @@ async fn invalid_requests_are_refused_with_every_problem_named() {
         (json!({"perSecond": 0}), "perSecond"),
         (json!({"colour": "red"}), "colour"),
     ] {
-        let error = setup.redriver.invoke(request.clone(), FUNCTION_ARN, an_hour_from_now()).await.expect_err("refused");
-        assert!(format!("{error:#}").contains(needle), "{request}: {error:#}");
+        let error = setup
+            .redriver
+            .invoke(request.clone(), FUNCTION_ARN, an_hour_from_now())
+            .await
+            .expect_err("refused");
+        assert!(
+            format!("{error:#}").contains(needle),
+            "{request}: {error:#}"
+        );
     }
-    assert_eq!(factory::count_where(&setup.db.pool, "status = 'DEAD_LETTERED'").await, 1);
+    assert_eq!(
+        factory::count_where(&setup.db.pool, "status = 'DEAD_LETTERED'").await,
+        1
+    );
 }
 
 trait WithoutNanos {

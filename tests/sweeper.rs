@@ -1150,7 +1150,9 @@ async fn the_start_fence_only_writes_when_the_lease_would_not_outlast_the_provid
     let db = test_db().await;
     factory::create_many(&db.pool, 2, |_| Spec::default()).await;
     let conn = db.pool.get().await.expect("db");
-    let claimed = queue::claim(&conn, "fencer", 2, Duration::from_secs(20)).await.expect("claim");
+    let claimed = queue::claim(&conn, "fencer", 2, Duration::from_secs(20))
+        .await
+        .expect("claim");
     assert_eq!(claimed.len(), 2);
     let version = |id: uuid::Uuid| {
         let conn = &conn;
@@ -1168,17 +1170,30 @@ async fn the_start_fence_only_writes_when_the_lease_would_not_outlast_the_provid
     let before = version(claimed[0].id).await;
 
     // 20 s left covers a 10 s call: nothing is written.
-    let held = queue::start_fence(&conn, &[&claimed[0]], Duration::from_secs(10), Duration::from_secs(300))
-        .await
-        .expect("fence");
+    let held = queue::start_fence(
+        &conn,
+        &[&claimed[0]],
+        Duration::from_secs(10),
+        Duration::from_secs(300),
+    )
+    .await
+    .expect("fence");
     assert_eq!(held, vec![claimed[0].id]);
     let after = version(claimed[0].id).await;
-    assert_eq!(before.0, after.0, "the row was rewritten although the lease sufficed");
+    assert_eq!(
+        before.0, after.0,
+        "the row was rewritten although the lease sufficed"
+    );
 
     // 20 s left does not cover a 60 s call: the lease is renewed to a full 300 s.
-    let held = queue::start_fence(&conn, &[&claimed[1]], Duration::from_secs(60), Duration::from_secs(300))
-        .await
-        .expect("fence");
+    let held = queue::start_fence(
+        &conn,
+        &[&claimed[1]],
+        Duration::from_secs(60),
+        Duration::from_secs(300),
+    )
+    .await
+    .expect("fence");
     assert_eq!(held, vec![claimed[1].id]);
     let renewed = version(claimed[1].id).await;
     assert!(renewed.1 > 290.0, "lease not renewed: {renewed:?}");

@@ -88,8 +88,14 @@ impl Worker {
 pub fn build_sweeper(pool: &Pool, config: &Config) -> Arc<Sweeper> {
     let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
     Arc::new(
-        Sweeper::new(pool.clone(), Arc::new(provider), Arc::new(ThreadRandom), config.worker.clone(), config.retry)
-            .with_rate_limit(config.rate_limit),
+        Sweeper::new(
+            pool.clone(),
+            Arc::new(provider),
+            Arc::new(ThreadRandom),
+            config.worker.clone(),
+            config.retry,
+        )
+        .with_rate_limit(config.rate_limit),
     )
 }
 

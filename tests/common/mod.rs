@@ -207,9 +207,15 @@ fn database_names_are_replaced_in_urls() {
 /// Serves the full API router with the given authentication; returns its base URL.
 pub async fn spawn_api_with(db: &TestDb, auth: notify_shared::auth::Authenticator) -> String {
     use notify_shared::intake::{self, AppState, Routes};
-    let state = AppState { pool: db.pool.clone(), max_attempts: 6, auth };
+    let state = AppState {
+        pool: db.pool.clone(),
+        max_attempts: 6,
+        auth,
+    };
     let app = intake::router(state, Routes::Full);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{address}")

@@ -16,8 +16,8 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-/// Reads the body as JSON. `Ok(None)` for an empty body (the caller decides if that is
-/// allowed).
+/// Reads the body as JSON. `Ok(None)` for a body of zero bytes (the caller decides if
+/// that is allowed); anything else must be JSON with a JSON content type.
 pub async fn read_json(
     headers: &HeaderMap,
     body: Body,
@@ -44,7 +44,7 @@ pub async fn read_json(
             ApiError::bad_request("Request body could not be read")
         }
     })?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    if bytes.is_empty() {
         return Ok(None);
     }
     let is_json = headers

@@ -39,7 +39,11 @@ pub struct CreateRequest {
 
 impl CreateRequest {
     /// The row to insert: a fresh id, the request's fingerprint, and who created it.
-    pub fn into_new(self, max_attempts: i32, owner_key_id: Option<uuid::Uuid>) -> crate::queue::NewNotification {
+    pub fn into_new(
+        self,
+        max_attempts: i32,
+        owner_key_id: Option<uuid::Uuid>,
+    ) -> crate::queue::NewNotification {
         crate::queue::NewNotification {
             id: uuid::Uuid::new_v4(),
             fingerprint: super::fingerprint::fingerprint(&self),

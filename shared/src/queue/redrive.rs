@@ -108,7 +108,9 @@ pub async fn count_matching(
     let sql = format!("SELECT count(*) FROM notifications n WHERE {}", matches(1));
     let statement = db.prepare_cached(&sql).await?;
     let (status, channel) = (filter.status(), filter.channel.map(Channel::as_str));
-    let row = db.query_one(&statement, &filter_params(filter, &status, &channel)).await?;
+    let row = db
+        .query_one(&statement, &filter_params(filter, &status, &channel))
+        .await?;
     Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))
 }
 

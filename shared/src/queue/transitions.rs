@@ -127,7 +127,10 @@ pub async fn start_fence(
         )
         .await?;
     let rows = db
-        .query(&statement, &[&ids, &tokens, &millis(needed), &millis(lease)])
+        .query(
+            &statement,
+            &[&ids, &tokens, &millis(needed), &millis(lease)],
+        )
         .await?;
     rows.iter().map(|row| row.try_get(0)).collect()
 }
