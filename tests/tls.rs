@@ -89,8 +89,10 @@ impl TlsServer {
     }
 }
 
+/// `url` with its query (the private server's own `sslmode`) replaced.
 fn with_sslmode(url: &str, sslmode: &str) -> String {
-    format!("{url}?sslmode={sslmode}")
+    let base = url.split_once('?').map_or(url, |(base, _)| base);
+    format!("{base}?sslmode={sslmode}")
 }
 
 /// Runs `openssl` with `args` in `dir`; panics with its output when it fails.

@@ -4,11 +4,13 @@
 pub mod embedded;
 
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use native_tls::TlsConnector;
 use postgres_native_tls::MakeTlsConnector;
+use tokio_postgres::config::SslMode;
 
 pub use deadpool_postgres::{Object as PooledClient, Pool as DbPool};
 
@@ -51,22 +53,30 @@ fn parse_url(url: &str) -> anyhow::Result<(tokio_postgres::Config, TlsVerificati
     Ok((config, verification))
 }
 
+/// One connector per verification mode and process: building one reads the system's
+/// certificate bundle, which is most of a cold start when done for every connection.
 fn tls_connector(verification: TlsVerification) -> anyhow::Result<MakeTlsConnector> {
+    static CONNECTORS: [OnceLock<MakeTlsConnector>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = &CONNECTORS[verification as usize];
+    if let Some(connector) = slot.get() {
+        return Ok(connector.clone());
+    }
     let mut builder = TlsConnector::builder();
     match verification {
         TlsVerification::None => {
+            // Nothing is verified, so no trusted roots need loading.
             builder
                 .danger_accept_invalid_certs(true)
-                .danger_accept_invalid_hostnames(true);
+                .danger_accept_invalid_hostnames(true)
+                .disable_built_in_roots(true);
         }
         TlsVerification::Chain => {
             builder.danger_accept_invalid_hostnames(true);
         }
         TlsVerification::Full => {}
     }
-    Ok(MakeTlsConnector::new(
-        builder.build().context("cannot initialise TLS")?,
-    ))
+    let connector = MakeTlsConnector::new(builder.build().context("cannot initialise TLS")?);
+    Ok(slot.get_or_init(|| connector).clone())
 }
 
 /// Builds a connection pool. No connection is opened until one is needed.
@@ -75,13 +85,13 @@ pub fn create_pool(url: &str, max_size: usize) -> anyhow::Result<Pool> {
     if pg_config.get_application_name().is_none() {
         pg_config.application_name("notify-queue");
     }
-    let manager = Manager::from_config(
-        pg_config,
-        tls_connector(verification)?,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+    // `sslmode=disable` skips TLS entirely, and with it OpenSSL's start-up cost.
+    let manager = if pg_config.get_ssl_mode() == SslMode::Disable {
+        Manager::from_config(pg_config, tokio_postgres::NoTls, config)
+    } else {
+        Manager::from_config(pg_config, tls_connector(verification)?, config)
+    };
     Pool::builder(manager)
         .max_size(max_size)
         .build()
@@ -106,13 +116,31 @@ pub async fn connect_raw(url: &str) -> anyhow::Result<(tokio_postgres::Client, R
 /// Opens one connection outside the pool (migrations, administration). The connection
 /// task is spawned on the current runtime and ends when the client is dropped.
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
-    let (client, connection) = connect_raw(url).await?;
+    let (pg_config, verification) = parse_url(url)?;
+    if pg_config.get_ssl_mode() == SslMode::Disable {
+        let (client, connection) =
+            pg_config.connect(tokio_postgres::NoTls).await.context("cannot connect to PostgreSQL")?;
+        spawn_connection(connection);
+        return Ok(client);
+    }
+    let (client, connection) = pg_config
+        .connect(tls_connector(verification)?)
+        .await
+        .context("cannot connect to PostgreSQL")?;
+    spawn_connection(connection);
+    Ok(client)
+}
+
+fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::debug!(%error, "database connection closed");
         }
     });
-    Ok(client)
 }
 
 /// Applies pending migrations. Several processes may start at once: an advisory lock lets
