@@ -151,7 +151,10 @@ impl EmbeddedPostgres {
 
     pub fn url_for(&self, database: &str) -> String {
         // A private server on loopback: TLS would only cost start-up time.
-        format!("postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable", self.port)
+        format!(
+            "postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable",
+            self.port
+        )
     }
 
     pub fn data_dir(&self) -> &Path {

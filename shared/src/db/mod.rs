@@ -56,7 +56,8 @@ fn parse_url(url: &str) -> anyhow::Result<(tokio_postgres::Config, TlsVerificati
 /// One connector per verification mode and process: building one reads the system's
 /// certificate bundle, which is most of a cold start when done for every connection.
 fn tls_connector(verification: TlsVerification) -> anyhow::Result<MakeTlsConnector> {
-    static CONNECTORS: [OnceLock<MakeTlsConnector>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CONNECTORS: [OnceLock<MakeTlsConnector>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = &CONNECTORS[verification as usize];
     if let Some(connector) = slot.get() {
         return Ok(connector.clone());
@@ -85,7 +86,9 @@ pub fn create_pool(url: &str, max_size: usize) -> anyhow::Result<Pool> {
     if pg_config.get_application_name().is_none() {
         pg_config.application_name("notify-queue");
     }
-    let config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+    let config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
     // `sslmode=disable` skips TLS entirely, and with it OpenSSL's start-up cost.
     let manager = if pg_config.get_ssl_mode() == SslMode::Disable {
         Manager::from_config(pg_config, tokio_postgres::NoTls, config)
@@ -118,8 +121,10 @@ pub async fn connect_raw(url: &str) -> anyhow::Result<(tokio_postgres::Client, R
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     let (pg_config, verification) = parse_url(url)?;
     if pg_config.get_ssl_mode() == SslMode::Disable {
-        let (client, connection) =
-            pg_config.connect(tokio_postgres::NoTls).await.context("cannot connect to PostgreSQL")?;
+        let (client, connection) = pg_config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .context("cannot connect to PostgreSQL")?;
         spawn_connection(connection);
         return Ok(client);
     }
