@@ -1,0 +1,183 @@
+//! Command-line options of `notify-bench`.
+
+use anyhow::{Context, bail};
+
+pub const FULL_SIZE: u64 = 100_000;
+
+pub const HELP: &str = "\
+notify-bench: the Notify Queue benchmark (protocol: docs/BENCHMARKS.md)
+
+USAGE: cargo run --release --bin notify-bench -- [OPTIONS]
+
+OPTIONS:
+  --size N          notifications per scenario (default 100000); every scenario scales
+                    with it: B1/B2/B5/B8 use N, B4 N/100 (at least 20), B3 runs
+                    15 s x N/100000 (at least 1 s)
+  --runs R          repetitions; figures are medians with min-max (default 3)
+  --only B2,B6,...  run only these scenarios (B6 and B7 also need the one-worker drain)
+  --workers 1,2,4   worker-process counts for B2 (default 1,2,4)
+  --b1-inflight K   batch calls in flight during intake (default 2)
+  --env KEY=VALUE   extra environment for every notify-local process (repeatable),
+                    e.g. --env WORKER_BATCH_SIZE=500
+  --no-build        do not run `cargo build --release --bins --workspace` first
+  --no-docs         never rewrite docs/BENCHMARKS.md and docs/benchmarks/latency.svg
+  -h, --help        this text
+
+docs/BENCHMARKS.md, docs/benchmarks/latency.svg and docs/benchmarks/results.json are
+rewritten only by a complete run at the full size (--size 100000, no --only, no --env,
+no --workers) without --no-docs. Raw figures always go to target/bench/results.json, and
+any other run's report to target/bench/BENCHMARKS.md.
+
+DATABASE_URL: when set, each scenario creates and drops its own database
+notify_bench_<uuid> on that server; otherwise a private PostgreSQL is started under
+target/ and removed on exit.
+
+CI smoke test (about a minute once built):
+  cargo run --release --bin notify-bench -- --size 2000 --runs 1 --no-docs
+";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub size: u64,
+    pub runs: u32,
+    pub only: Option<Vec<String>>,
+    pub workers: Vec<usize>,
+    pub workers_given: bool,
+    pub b1_inflight: usize,
+    pub extra_env: Vec<(String, String)>,
+    pub build: bool,
+    pub no_docs: bool,
+}
+
+pub const ALL: [&str; 8] = ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"];
+
+impl Options {
+    /// `None` when help was asked for.
+    pub fn parse(args: &[String]) -> anyhow::Result<Option<Self>> {
+        let mut options = Options {
+            size: FULL_SIZE,
+            runs: 3,
+            only: None,
+            workers: vec![1, 2, 4],
+            workers_given: false,
+            b1_inflight: 2,
+            extra_env: Vec::new(),
+            build: true,
+            no_docs: false,
+        };
+        let mut rest = args.iter();
+        while let Some(flag) = rest.next() {
+            let mut value = |name: &str| {
+                rest.next()
+                    .cloned()
+                    .with_context(|| format!("{name} needs a value (see --help)"))
+            };
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--size" => {
+                    options.size = value("--size")?
+                        .replace(['_', ','], "")
+                        .parse()
+                        .context("--size must be a positive integer")?;
+                    if options.size < 100 {
+                        bail!("--size must be at least 100");
+                    }
+                }
+                "--runs" => {
+                    options.runs = value("--runs")?
+                        .parse()
+                        .context("--runs must be a positive integer")?;
+                    if options.runs == 0 {
+                        bail!("--runs must be at least 1");
+                    }
+                }
+                "--only" => {
+                    let list: Vec<String> = value("--only")?
+                        .split(',')
+                        .map(|s| s.trim().to_uppercase())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    for id in &list {
+                        if !ALL.contains(&id.as_str()) {
+                            bail!("--only: unknown scenario {id} (B1 to B8)");
+                        }
+                    }
+                    options.only = Some(list);
+                }
+                "--workers" => {
+                    let list = value("--workers")?
+                        .split(',')
+                        .map(|s| s.trim().parse::<usize>())
+                        .collect::<Result<Vec<_>, _>>()
+                        .context("--workers takes a list like 1,2,4")?;
+                    if list.is_empty() || list.iter().any(|&w| w == 0 || w > 16) {
+                        bail!("--workers: counts from 1 to 16");
+                    }
+                    options.workers = list;
+                    options.workers_given = true;
+                }
+                "--b1-inflight" => {
+                    options.b1_inflight = value("--b1-inflight")?
+                        .parse()
+                        .context("--b1-inflight must be a positive integer")?;
+                    if options.b1_inflight == 0 || options.b1_inflight > 64 {
+                        bail!("--b1-inflight: from 1 to 64");
+                    }
+                }
+                "--env" => {
+                    let pair = value("--env")?;
+                    let (key, val) = pair
+                        .split_once('=')
+                        .with_context(|| format!("--env takes KEY=VALUE (got {pair:?})"))?;
+                    options.extra_env.push((key.to_string(), val.to_string()));
+                }
+                "--no-build" => options.build = false,
+                "--no-docs" => options.no_docs = true,
+                other => bail!("unknown argument {other:?} (see --help)"),
+            }
+        }
+        Ok(Some(options))
+    }
+
+    pub fn selected(&self, id: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|o| o == id))
+    }
+
+    /// Why the docs are not rewritten by this invocation, if they are not.
+    pub fn docs_refusal(&self) -> Option<String> {
+        if self.no_docs {
+            Some("--no-docs".into())
+        } else if self.size != FULL_SIZE {
+            Some(format!(
+                "--size {} is not the full size {FULL_SIZE}",
+                self.size
+            ))
+        } else if self.only.is_some() {
+            Some("--only runs a subset".into())
+        } else if !self.extra_env.is_empty() {
+            Some("--env changes the configuration".into())
+        } else if self.workers_given {
+            Some("--workers changes the B2 passes".into())
+        } else {
+            None
+        }
+    }
+
+    /// Notifications in B1, B2, B5 and B8.
+    pub fn bulk(&self) -> u64 {
+        self.size
+    }
+
+    /// Notifications in B4 (1,000 at full size).
+    pub fn idle_count(&self) -> u64 {
+        (self.size / 100).max(20)
+    }
+
+    /// B3 measuring time (15 s at full size).
+    pub fn single_duration(&self) -> std::time::Duration {
+        let seconds = 15.0 * self.size as f64 / FULL_SIZE as f64;
+        std::time::Duration::from_secs_f64(seconds.clamp(1.0, 60.0))
+    }
+}
