@@ -451,7 +451,7 @@ pub fn markdown(results: &Results, options: &Options) -> String {
     );
     let _ = writeln!(
         w,
-        "**This is a shared 2-core machine**: other engineers' builds and tests run at the same \
+        "**This is a shared 2-core machine**: other builds and tests may run at the same \
          time, so absolute figures move from run to run (the min–max ranges show by how much) \
          and the CPU columns below show how much of the machine others took during each drain. \
          The comparable numbers are the ratios within one run (drain ÷ SQL floor, HTTP ÷ \
