@@ -123,6 +123,22 @@ pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
     Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
 }
 
+/// Lambda's deadline (epoch milliseconds) as an `Instant`. `cargo lambda watch` sends the
+/// placeholder 600000 instead of a wall-clock time, which would end the invocation before
+/// it starts: a deadline before 2001 means "emulator", and the invocation gets
+/// `AWS_LAMBDA_FUNCTION_TIMEOUT` seconds (the emulators' name for the timeout; default 30).
+pub fn invocation_deadline(deadline_ms: u64) -> Instant {
+    const PLAUSIBLE_AFTER_MS: u64 = 978_307_200_000; // 2001-01-01T00:00:00Z
+    if deadline_ms >= PLAUSIBLE_AFTER_MS {
+        return deadline_from_epoch_ms(deadline_ms);
+    }
+    let seconds = std::env::var("AWS_LAMBDA_FUNCTION_TIMEOUT")
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .unwrap_or(30);
+    Instant::now() + Duration::from_secs(seconds)
+}
+
 /// What `dlq-redrive` needs, built once per container.
 pub struct Redriver {
     pub pool: Pool,
@@ -241,6 +257,20 @@ mod tests {
         assert_eq!(line["Sent"], 3);
         assert_eq!(line["QueueLagSeconds"], 1.5);
         assert_eq!(line["Function"], "sweeper");
+    }
+
+    #[test]
+    fn a_real_deadline_is_kept_and_the_emulator_placeholder_gets_a_budget() {
+        let in_a_minute = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_millis() as u64
+            + 60_000;
+        let real = invocation_deadline(in_a_minute);
+        assert!(real > Instant::now() + Duration::from_secs(55));
+        assert!(real <= Instant::now() + Duration::from_secs(61));
+        // cargo lambda watch: Lambda-Runtime-Deadline-Ms: 600000
+        assert!(invocation_deadline(600_000) > Instant::now() + Duration::from_secs(1));
     }
 
     #[test]
