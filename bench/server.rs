@@ -58,7 +58,7 @@ impl Server {
             .await
             .with_context(|| format!("cannot create database {name}"))?;
         let fresh = FreshDb {
-            url: with_database(&self.admin_url, &name),
+            url: db::with_database(&self.admin_url, &name),
             name,
             admin_url: self.admin_url.clone(),
             dropped: false,
@@ -90,14 +90,7 @@ impl FreshDb {
 
     pub async fn drop_now(mut self) -> anyhow::Result<()> {
         self.dropped = true;
-        let admin = db::connect(&self.admin_url).await?;
-        admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            ))
-            .await
-            .with_context(|| format!("cannot drop database {}", self.name))
+        db::drop_database(&self.admin_url, &self.name).await
     }
 }
 
@@ -114,51 +107,14 @@ impl Drop for FreshDb {
                 .enable_all()
                 .build()
                 .ok()?;
-            runtime.block_on(async {
-                let admin = db::connect(&admin_url).await.ok()?;
-                let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                tokio::time::timeout(
+            runtime
+                .block_on(tokio::time::timeout(
                     std::time::Duration::from_secs(20),
-                    admin.batch_execute(&sql),
-                )
-                .await
+                    db::drop_database(&admin_url, &name),
+                ))
                 .ok()?
                 .ok()
-            })
         })
         .join();
-    }
-}
-
-/// `url` with its database name replaced.
-pub fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let authority_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{database}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn database_names_are_replaced() {
-        assert_eq!(
-            super::with_database("postgres://u:p@h:5/db?sslmode=require", "x"),
-            "postgres://u:p@h:5/x?sslmode=require"
-        );
-        assert_eq!(
-            super::with_database("postgres://u@h", "x"),
-            "postgres://u@h/x"
-        );
     }
 }

@@ -38,13 +38,7 @@ impl Drop for TestDb {
                 .enable_all()
                 .build()
                 .ok()?;
-            runtime.block_on(async {
-                let admin = db::connect(&admin_url).await.ok()?;
-                admin
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                    .await
-                    .ok()
-            })
+            runtime.block_on(db::drop_database(&admin_url, &name)).ok()
         })
         .join();
     }
@@ -67,23 +61,7 @@ pub fn server_url() -> String {
         .url()
 }
 
-/// `url` with its database name replaced.
-pub fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let authority_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{database}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
-}
+pub use notify_shared::db::with_database;
 
 const TEMPLATE_LOCK: i64 = 0x6e71_7465_6d70_6c74;
 
@@ -114,12 +92,7 @@ async fn template_name(admin_url: &str) -> String {
         .is_some();
     if !exists {
         let building = format!("{name}_building");
-        admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS \"{building}\" WITH (FORCE)"
-            ))
-            .await
-            .expect("drop");
+        db::drop_database(admin_url, &building).await.expect("drop");
         admin
             .batch_execute(&format!("CREATE DATABASE \"{building}\""))
             .await
@@ -193,15 +166,6 @@ mod sha2_free_hash {
             (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
         })
     }
-}
-
-#[test]
-fn database_names_are_replaced_in_urls() {
-    assert_eq!(
-        with_database("postgres://u:p@h:5/db?sslmode=require", "x"),
-        "postgres://u:p@h:5/x?sslmode=require"
-    );
-    assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
 }
 
 /// Serves the full API router with the given authentication; returns its base URL.
