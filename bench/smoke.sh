@@ -4,4 +4,4 @@
 # Uses DATABASE_URL when set, else a private PostgreSQL.
 set -eu
 cd "$(dirname "$0")/.."
-exec cargo run --release --bin notify-bench -- --size 2000 --runs 1 --no-docs "$@"
+exec cargo run --release -p notify-bench -- --size 2000 --runs 1 --no-docs "$@"

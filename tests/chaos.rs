@@ -28,11 +28,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use deadpool_postgres::Pool;
-use notify_shared::db::{self, embedded::EmbeddedPostgres};
+use notify_local::embedded::EmbeddedPostgres;
+use notify_local::scratch;
+use notify_shared::db;
 use tempfile::TempDir;
 use uuid::Uuid;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_notify-local");
+fn binary() -> std::path::PathBuf {
+    notify_tests::notify_local_binary()
+}
 
 /// The scenarios share two cores with the database: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -88,7 +92,7 @@ impl Fleet {
             .path()
             .join(format!("worker-{}.log", self.logs.len()));
         let stderr = fs::File::create(&log).expect("create a log file");
-        let child = Command::new(BINARY)
+        let child = Command::new(binary())
             .env("APP_ROLE", "worker")
             .env("DATABASE_URL", &self.url)
             .env("PORT", "0")
@@ -592,7 +596,7 @@ async fn restart_postgres_twice_during_a_drain_and_the_workers_reconnect_by_them
     const TOTAL: i64 = 5_000;
     const WORKERS: usize = 2;
     // A private server: the restarts must not touch anything else.
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/embedded-postgres");
+    let base = Path::new(notify_tests::WORKSPACE).join("target/embedded-postgres");
     let mut server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&base))
         .await
         .expect("start task")

@@ -50,7 +50,7 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
     let log_path = std::env::temp_dir().join(format!("notify-logs-{}.log", uuid::Uuid::new_v4()));
     let log = std::fs::File::create(&log_path).expect("log file");
     let _process = Child(
-        Command::new(env!("CARGO_BIN_EXE_notify-local"))
+        Command::new(notify_tests::notify_local_binary())
             .env("DATABASE_URL", &db.url)
             .env("PORT", port.to_string())
             .env("APP_ROLE", "all")

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::{TestDb, factory, test_db};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_notify-local");
+fn binary() -> std::path::PathBuf {
+    notify_tests::notify_local_binary()
+}
 
 /// A running `notify-local` and everything it wrote to stderr so far.
 struct Process {
@@ -121,7 +123,7 @@ impl Drop for Children {
 
 /// A worker-only `notify-local` on `db`, HTTP on a port the OS picks.
 fn worker(db: &TestDb, env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     command
         .env("APP_ROLE", "worker")
         .env("DATABASE_URL", &db.url)
@@ -187,7 +189,7 @@ async fn wait_for_count(
 async fn without_a_database_url_it_runs_a_private_postgres_and_sigterm_removes_it_completely() {
     let mut children = Children::default();
     let index = children.start(
-        Command::new(BINARY)
+        Command::new(binary())
             .env_remove("DATABASE_URL")
             .env("PORT", "0")
             .env("APP_ROLE", "all")

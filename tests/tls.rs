@@ -16,10 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use notify_shared::db::{self, embedded::EmbeddedPostgres};
+use notify_local::embedded::EmbeddedPostgres;
+use notify_local::scratch;
+use notify_shared::db;
 use tempfile::TempDir;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_notify-local");
+fn binary() -> std::path::PathBuf {
+    notify_tests::notify_local_binary()
+}
 
 /// A private PostgreSQL serving TLS with a certificate signed by a CA made for the test.
 struct TlsServer {
@@ -34,7 +38,7 @@ impl TlsServer {
             .tempdir()
             .expect("temporary folder");
         make_certificates(certs.path());
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/embedded-postgres");
+        let base = Path::new(notify_tests::WORKSPACE).join("target/embedded-postgres");
         let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&base))
             .await
             .expect("start task")
@@ -302,7 +306,7 @@ async fn a_pool_over_tls_runs_the_migrations_and_every_connection_is_encrypted()
         .await
         .expect("migration history")
         .get(0);
-    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+    let migrations = std::fs::read_dir(format!("{}/migrations", notify_tests::WORKSPACE))
         .expect("migrations folder")
         .count();
     assert_eq!(applied, migrations as i64);
@@ -329,7 +333,7 @@ async fn a_pool_over_tls_runs_the_migrations_and_every_connection_is_encrypted()
 /// process's trusted CA bundle (`SSL_CERT_FILE`). Returns its stderr when it exits early.
 fn serves(url: &str, ca_file: Option<&Path>, log: &Path) -> Result<(), String> {
     let stderr = std::fs::File::create(log).map_err(|e| e.to_string())?;
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     command
         .env("APP_ROLE", "api")
         .env("PORT", "0")

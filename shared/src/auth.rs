@@ -15,6 +15,14 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
+use crate::sql::{Statement, statement};
+
+const VERIFY: Statement = statement!("api_keys/verify");
+const CREATE: Statement = statement!("api_keys/create");
+const LIST: Statement = statement!("api_keys/list");
+const REVOKE: Statement = statement!("api_keys/revoke");
+const COUNT_ACTIVE: Statement = statement!("api_keys/count_active");
+
 const PREFIX: &str = "nq_";
 /// A verified key is trusted this long before it is checked again (revocation delay).
 const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -189,15 +197,10 @@ fn hash_secret(secret: &str) -> String {
 async fn verify(pool: &Pool, key: &str) -> Option<Caller> {
     let (id, secret) = split_key(key)?;
     let db = pool.get().await.ok()?;
-    let statement = db
-        .prepare_cached(
-            "SELECT scope, secret_hash FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
-        )
-        .await
-        .ok()?;
+    let statement = VERIFY.prepare(&db).await.ok()?;
     let row = db.query_opt(&statement, &[&id]).await.ok()??;
-    let scope: String = row.try_get(0).ok()?;
-    let stored: String = row.try_get(1).ok()?;
+    let scope: String = row.try_get("scope").ok()?;
+    let stored: String = row.try_get("secret_hash").ok()?;
     let presented = hash_secret(secret);
     if !bool::from(presented.as_bytes().ct_eq(stored.as_bytes())) {
         return None;
@@ -228,8 +231,9 @@ pub async fn create_key(
 ) -> Result<(Uuid, String), tokio_postgres::Error> {
     let id = Uuid::new_v4();
     let secret = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+    let statement = CREATE.prepare(db).await?;
     db.execute(
-        "INSERT INTO api_keys (id, name, scope, secret_hash) VALUES ($1, $2, $3, $4)",
+        &statement,
         &[&id, &name, &scope.as_str(), &hash_secret(&secret)],
     )
     .await?;
@@ -237,42 +241,32 @@ pub async fn create_key(
 }
 
 pub async fn list_keys(db: &impl GenericClient) -> Result<Vec<KeyInfo>, tokio_postgres::Error> {
-    db.query(
-        "SELECT id, name, scope, created_at, revoked_at FROM api_keys ORDER BY created_at",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|row| {
-        Ok(KeyInfo {
-            id: row.try_get(0)?,
-            name: row.try_get(1)?,
-            scope: row.try_get(2)?,
-            created_at: row.try_get(3)?,
-            revoked_at: row.try_get(4)?,
+    let statement = LIST.prepare(db).await?;
+    db.query(&statement, &[])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(KeyInfo {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                scope: row.try_get("scope")?,
+                created_at: row.try_get("created_at")?,
+                revoked_at: row.try_get("revoked_at")?,
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// Revokes a key; `false` when no active key has that id.
 pub async fn revoke_key(db: &impl GenericClient, id: Uuid) -> Result<bool, tokio_postgres::Error> {
-    let changed = db
-        .execute(
-            "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-            &[&id],
-        )
-        .await?;
+    let statement = REVOKE.prepare(db).await?;
+    let changed = db.execute(&statement, &[&id]).await?;
     Ok(changed == 1)
 }
 
 pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
-    db.query_one(
-        "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
-        &[],
-    )
-    .await?
-    .try_get(0)
+    let statement = COUNT_ACTIVE.prepare(db).await?;
+    db.query_one(&statement, &[]).await?.try_get("count")
 }
 
 #[cfg(test)]

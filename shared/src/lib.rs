@@ -1,22 +1,24 @@
 //! Notify Queue: a notification scheduler on PostgreSQL.
 //!
-//! Everything the Lambda functions and the local runner do lives here; their `main`s only
-//! build configuration and the pool once and call in.
+//! Everything the Lambda functions do lives here; their `main`s only read configuration,
+//! build a function's state once per container and call in. `docs/ARCHITECTURE.md` has the
+//! module map: what each module owns and what it may call.
 
 pub mod auth;
 pub mod backoff;
 pub mod config;
 pub mod db;
-pub mod functions;
+pub mod deadline;
+pub mod domain;
 pub mod intake;
 pub mod metrics;
 pub mod notification;
 pub mod provider;
 pub mod queue;
+pub mod problems;
 pub mod ratelimit;
 pub mod redrive;
-pub mod runner;
-pub mod schedule;
+pub mod sql;
 pub mod stop;
 pub mod sweeper;
 pub mod telemetry;

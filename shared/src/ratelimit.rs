@@ -14,7 +14,13 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::config::RateLimitConfig;
-use crate::queue::Claimed;
+use crate::queue::{Claimed, millis};
+use crate::sql::{Statement, statement};
+
+const LOCK_RECIPIENTS: Statement = statement!("rate_limit_reservations/lock_recipients");
+const LIVE: Statement = statement!("rate_limit_reservations/live");
+const RESERVE: Statement = statement!("rate_limit_reservations/reserve");
+const PRUNE: Statement = statement!("rate_limit_reservations/prune");
 
 /// The outcome for one batch: what may be sent now, and what waits until a slot frees.
 #[derive(Debug)]
@@ -28,13 +34,7 @@ pub async fn lock_recipients(
     tx: &impl GenericClient,
     recipients: &[&str],
 ) -> Result<(), tokio_postgres::Error> {
-    let statement = tx
-        .prepare_cached(
-            "SELECT pg_advisory_xact_lock(key)
-             FROM (SELECT DISTINCT hashtextextended(r, 0) AS key
-                   FROM unnest($1::text[]) AS r ORDER BY key) AS keys",
-        )
-        .await?;
+    let statement = LOCK_RECIPIENTS.prepare(tx).await?;
     tx.execute(&statement, &[&recipients]).await?;
     Ok(())
 }
@@ -52,31 +52,24 @@ pub async fn admit<'a>(
             deferred: Vec::new(),
         });
     }
-    let window_ms = i64::try_from(limit.window.as_millis()).unwrap_or(i64::MAX);
+    let window_ms = millis(limit.window);
     let recipients: Vec<&str> = batch.iter().map(|c| c.recipient.as_str()).collect();
 
     // Live reservations of these recipients (expired ones are pruned on the way).
-    let statement = tx
-        .prepare_cached(
-            "WITH pruned AS (
-                DELETE FROM rate_limit_reservations
-                WHERE recipient = ANY($1) AND reserved_at <= now() - $2::int8 * interval '1 millisecond'
-            )
-            SELECT recipient, notification_id, reserved_at, now() AS now
-            FROM rate_limit_reservations
-            WHERE recipient = ANY($1) AND reserved_at > now() - $2::int8 * interval '1 millisecond'",
-        )
-        .await?;
+    let statement = LIVE.prepare(tx).await?;
     let rows = tx.query(&statement, &[&recipients, &window_ms]).await?;
 
     let mut live: HashMap<String, (i64, Option<DateTime<Utc>>)> = HashMap::new();
     let mut holders: HashSet<Uuid> = HashSet::new();
     let mut now: Option<DateTime<Utc>> = None;
     for row in &rows {
-        let recipient: String = row.try_get(0)?;
-        let reserved_at: DateTime<Utc> = row.try_get(2)?;
-        holders.insert(row.try_get(1)?);
-        now = Some(row.try_get(3)?);
+        now = Some(row.try_get("now")?);
+        // The one row of a batch whose recipients hold no reservation carries only the clock.
+        let Some(reserved_at) = row.try_get::<_, Option<DateTime<Utc>>>("reserved_at")? else {
+            continue;
+        };
+        let recipient: String = row.try_get("recipient")?;
+        holders.insert(row.try_get("notification_id")?);
         let entry = live.entry(recipient).or_insert((0, None));
         entry.0 += 1;
         entry.1 = Some(
@@ -85,10 +78,7 @@ pub async fn admit<'a>(
                 .map_or(reserved_at, |oldest: DateTime<Utc>| oldest.min(reserved_at)),
         );
     }
-    let now = match now {
-        Some(now) => now,
-        None => tx.query_one("SELECT now()", &[]).await?.try_get(0)?,
-    };
+    let now = now.unwrap_or_else(Utc::now);
     let window = TimeDelta::from_std(limit.window).unwrap_or(TimeDelta::MAX);
 
     let mut admission = Admission {
@@ -115,14 +105,7 @@ pub async fn admit<'a>(
     if !reserve.is_empty() {
         let ids: Vec<Uuid> = reserve.iter().map(|c| c.id).collect();
         let owners: Vec<&str> = reserve.iter().map(|c| c.recipient.as_str()).collect();
-        let statement = tx
-            .prepare_cached(
-                "INSERT INTO rate_limit_reservations (notification_id, recipient, reserved_at)
-                 SELECT id, recipient, now() FROM unnest($1::uuid[], $2::text[]) AS r(id, recipient)
-                 ON CONFLICT (notification_id)
-                 DO UPDATE SET recipient = EXCLUDED.recipient, reserved_at = EXCLUDED.reserved_at",
-            )
-            .await?;
+        let statement = RESERVE.prepare(tx).await?;
         tx.execute(&statement, &[&ids, &owners]).await?;
     }
     Ok(admission)
@@ -134,13 +117,7 @@ pub async fn prune_expired(
     db: &impl GenericClient,
     window: Duration,
 ) -> Result<u64, tokio_postgres::Error> {
-    let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
-    let statement = db
-        .prepare_cached(
-            "DELETE FROM rate_limit_reservations WHERE notification_id IN (
-                SELECT notification_id FROM rate_limit_reservations
-                WHERE reserved_at <= now() - $1::int8 * interval '1 millisecond' LIMIT 10000)",
-        )
-        .await?;
+    let window_ms = millis(window);
+    let statement = PRUNE.prepare(db).await?;
     db.execute(&statement, &[&window_ms]).await
 }

@@ -9,7 +9,9 @@ pub mod moto;
 use std::sync::OnceLock;
 
 use deadpool_postgres::Pool;
-use notify_shared::db::{self, embedded::EmbeddedPostgres};
+use notify_local::embedded::EmbeddedPostgres;
+use notify_local::scratch;
+use notify_shared::db;
 use sha2_free_hash::stable_hash;
 
 /// A fresh, migrated database for one test.
@@ -38,7 +40,7 @@ impl Drop for TestDb {
                 .enable_all()
                 .build()
                 .ok()?;
-            runtime.block_on(db::drop_database(&admin_url, &name)).ok()
+            runtime.block_on(scratch::drop_database(&admin_url, &name)).ok()
         })
         .join();
     }
@@ -55,19 +57,19 @@ pub fn server_url() -> String {
     EMBEDDED
         .get_or_init(|| {
             let base =
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/embedded-postgres");
+                std::path::Path::new(notify_tests::WORKSPACE).join("target/embedded-postgres");
             EmbeddedPostgres::start(&base).expect("start a private PostgreSQL for tests")
         })
         .url()
 }
 
-pub use notify_shared::db::with_database;
+pub use notify_local::scratch::with_database;
 
 const TEMPLATE_LOCK: i64 = 0x6e71_7465_6d70_6c74;
 
 /// Creates (once per schema version, across processes) the migrated template database.
 async fn template_name(admin_url: &str) -> String {
-    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+    let migrations = std::fs::read_dir(format!("{}/migrations", notify_tests::WORKSPACE))
         .expect("migrations folder")
         .filter_map(Result::ok)
         .map(|e| {
@@ -92,7 +94,7 @@ async fn template_name(admin_url: &str) -> String {
         .is_some();
     if !exists {
         let building = format!("{name}_building");
-        db::drop_database(admin_url, &building).await.expect("drop");
+        scratch::drop_database(admin_url, &building).await.expect("drop");
         admin
             .batch_execute(&format!("CREATE DATABASE \"{building}\""))
             .await

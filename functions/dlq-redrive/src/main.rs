@@ -4,19 +4,18 @@
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use notify_shared::config::Config;
-use notify_shared::functions::{Redriver, invocation_deadline};
-use notify_shared::telemetry;
+use notify_shared::redrive::RedriveFunction;
+use notify_shared::{deadline, telemetry};
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let config = Config::from_env()?;
-    let redriver = Redriver::from_config(&config).await?;
-    let redriver = &redriver;
+    let function = RedriveFunction::from_config(&Config::from_env()?).await?;
+    let function = &function;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let deadline = invocation_deadline(event.context.deadline);
-        let response = redriver
+        let deadline = deadline::invocation_deadline(event.context.deadline);
+        let response = function
             .invoke(event.payload, &event.context.invoked_function_arn, deadline)
             .await?;
         tracing::info!(

@@ -3,21 +3,20 @@
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use notify_shared::config::Config;
-use notify_shared::functions::{Worker, invocation_deadline};
-use notify_shared::telemetry;
+use notify_shared::webhook::DrainerFunction;
+use notify_shared::{deadline, telemetry};
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let worker = Worker::from_config(Config::from_env()?)?;
-    let worker = &worker;
+    let function = DrainerFunction::from_config(&Config::from_env()?)?;
+    let function = &function;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let summary = worker
-            .drain_until(invocation_deadline(event.context.deadline))
-            .await;
-        tracing::info!(%summary, "webhook-drainer invocation finished");
-        Ok::<_, lambda_runtime::Error>(summary)
+        let deadline = deadline::invocation_deadline(event.context.deadline);
+        let report = function.invoke(deadline).await;
+        tracing::info!(?report, "webhook-drainer invocation finished");
+        Ok::<_, lambda_runtime::Error>(report)
     }))
     .await
 }

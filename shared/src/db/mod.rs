@@ -1,7 +1,4 @@
-//! Connections to PostgreSQL: the pool, TLS, migrations, and the embedded server used
-//! for development and tests when no `DATABASE_URL` is given.
-
-pub mod embedded;
+//! Connections to PostgreSQL: the pool, TLS and migrations.
 
 use std::str::FromStr;
 use std::sync::OnceLock;
@@ -148,36 +145,6 @@ where
     });
 }
 
-/// `url` with its database name replaced (the query string is kept).
-pub fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let authority_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{database}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
-}
-
-/// Drops `database` on the server of `admin_url`, disconnecting whoever is still in it
-/// (tests and the benchmark create one database per run).
-pub async fn drop_database(admin_url: &str, database: &str) -> anyhow::Result<()> {
-    let admin = connect(admin_url).await?;
-    admin
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
-        ))
-        .await
-        .with_context(|| format!("cannot drop database {database}"))
-}
-
 /// Applies pending migrations. Several processes may start at once: an advisory lock lets
 /// exactly one of them migrate while the others wait, then find nothing left to do.
 pub async fn migrate(url: &str) -> anyhow::Result<()> {
@@ -220,15 +187,6 @@ mod tests {
         );
         let (_, verification) = parse_url("postgres://u@h/db?sslmode=require").expect("valid url");
         assert_eq!(verification, TlsVerification::None);
-    }
-
-    #[test]
-    fn database_names_are_replaced_in_urls() {
-        assert_eq!(
-            with_database("postgres://u:p@h:5/db?sslmode=require", "x"),
-            "postgres://u:p@h:5/x?sslmode=require"
-        );
-        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
     }
 
     #[test]

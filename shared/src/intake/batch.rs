@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::read_json;
 use super::error::{ApiError, FieldError};
+use crate::problems::Problems;
 use super::validation::validate_create;
 use crate::auth::Caller;
 use crate::queue::{self, BatchOutcome, NewNotification};
@@ -88,30 +89,27 @@ pub async fn create_batch(
 
 /// `{"notifications": [1–5000 objects]}` and nothing else.
 fn batch_items(body: &Value) -> Result<&Vec<Value>, ApiError> {
-    let field = |name: &str, message: String| {
-        ApiError::validation(vec![FieldError {
-            field: name.into(),
-            errors: vec![message],
-        }])
-    };
     let Some(object) = body.as_object() else {
-        return Err(field("body", "body must be a JSON object".into()));
+        return Err(ApiError::field("body", "body must be a JSON object"));
     };
-    if let Some(unknown) = object.keys().find(|k| *k != "notifications") {
-        return Err(field(
-            unknown,
-            format!("property {unknown} should not exist"),
-        ));
-    }
-    match object.get("notifications") {
-        Some(Value::Array(items)) if (1..=BATCH_MAX_ITEMS).contains(&items.len()) => Ok(items),
-        Some(Value::Array(_)) => Err(field(
-            "notifications",
-            format!("notifications must contain between 1 and {BATCH_MAX_ITEMS} items"),
-        )),
-        _ => Err(field(
-            "notifications",
-            "notifications must be an array".into(),
-        )),
+    let mut problems = Problems::new();
+    problems.only(object, &["notifications"]);
+    let items = match object.get("notifications") {
+        Some(Value::Array(items)) if (1..=BATCH_MAX_ITEMS).contains(&items.len()) => Some(items),
+        Some(Value::Array(_)) => {
+            problems.add(
+                "notifications",
+                format!("notifications must contain between 1 and {BATCH_MAX_ITEMS} items"),
+            );
+            None
+        }
+        _ => {
+            problems.add("notifications", "notifications must be an array");
+            None
+        }
+    };
+    match items {
+        Some(items) if problems.is_empty() => Ok(items),
+        _ => Err(problems.into()),
     }
 }

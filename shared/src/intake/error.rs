@@ -5,12 +5,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// One field's failures, reported together with every other failing field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FieldError {
-    pub field: String,
-    pub errors: Vec<String>,
-}
+pub use crate::problems::FieldError;
+use crate::problems::Problems;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -40,6 +36,13 @@ impl ApiError {
         }
     }
 
+    /// One field with one problem.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        let mut problems = Problems::new();
+        problems.add(field, message);
+        problems.into()
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, message)
     }
@@ -61,6 +64,12 @@ impl ApiError {
             StatusCode::SERVICE_UNAVAILABLE,
             "The database is unavailable; try again shortly",
         )
+    }
+}
+
+impl From<Problems> for ApiError {
+    fn from(problems: Problems) -> Self {
+        ApiError::validation(problems.into_errors())
     }
 }
 

@@ -1,33 +1,13 @@
-//! The request fingerprint that tells a replay from a conflicting reuse of a key: SHA-256
-//! of a canonical JSON (keys sorted at every depth, absent members omitted, `sendAt` in UTC).
+//! The digest behind request fingerprints: SHA-256 of a canonical JSON, keys sorted at
+//! every depth, so two spellings of the same request hash alike.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::validation::CreateRequest;
-
-pub fn fingerprint(request: &CreateRequest) -> String {
-    let mut members: Vec<(&str, Value)> = vec![
-        ("channel", Value::from(request.channel.as_str())),
-        ("payload", request.payload.clone()),
-        ("priority", Value::from(request.priority.as_str())),
-        ("recipient", Value::from(request.recipient.as_str())),
-    ];
-    if let Some(at) = request.send_at {
-        members.push((
-            "sendAt",
-            Value::from(at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
-        ));
-    }
-    if let Some(seconds) = request.delay_seconds {
-        members.push(("delaySeconds", Value::from(seconds)));
-    }
-    let object: serde_json::Map<String, Value> = members
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+/// SHA-256 hex of `value` written canonically.
+pub fn digest(value: &Value) -> String {
     let mut canonical = String::new();
-    write_canonical(&Value::Object(object), &mut canonical);
+    write_canonical(value, &mut canonical);
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
@@ -66,38 +46,14 @@ fn write_canonical(value: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::validation::validate_create;
     use serde_json::json;
 
-    fn fingerprint_of(body: &str) -> String {
-        let value: Value = serde_json::from_str(body).expect("json");
-        fingerprint(&validate_create(&value, chrono::Utc::now()).expect("valid"))
-    }
-
     #[test]
-    fn key_order_and_offsets_do_not_matter() {
-        let a = fingerprint_of(
-            r#"{"recipient":"r","channel":"SMS","priority":"LOW","idempotencyKey":"k",
-            "payload":{"b":1,"a":{"y":2,"x":[{"q":1,"p":2}]}},"sendAt":"2026-01-01T09:30:00+01:00"}"#,
-        );
-        let b = fingerprint_of(
-            r#"{"idempotencyKey":"k","sendAt":"2026-01-01T08:30:00.000Z","priority":"LOW",
-            "payload":{"a":{"x":[{"p":2,"q":1}],"y":2},"b":1},"channel":"SMS","recipient":"r"}"#,
-        );
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 64);
-    }
-
-    #[test]
-    fn any_difference_in_content_changes_it() {
-        let base = json!({"recipient":"r","channel":"SMS","priority":"LOW","idempotencyKey":"k","payload":{},"delaySeconds":5});
-        let mut other = base.clone();
-        other["delaySeconds"] = json!(6);
-        let fp = |v: &Value| fingerprint(&validate_create(v, chrono::Utc::now()).expect("valid"));
-        assert_ne!(fp(&base), fp(&other));
-        // The key itself is not part of the fingerprint.
-        let mut same = base.clone();
-        same["idempotencyKey"] = json!("another");
-        assert_eq!(fp(&base), fp(&same));
+    fn key_order_does_not_matter_at_any_depth() {
+        let a = json!({"b": 1, "a": {"y": 2, "x": [{"q": 1, "p": 2}]}});
+        let b = json!({"a": {"x": [{"p": 2, "q": 1}], "y": 2}, "b": 1});
+        assert_eq!(digest(&a), digest(&b));
+        assert_eq!(digest(&a).len(), 64);
+        assert_ne!(digest(&a), digest(&json!({"b": 2})));
     }
 }

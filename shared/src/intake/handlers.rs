@@ -13,10 +13,12 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
-use super::error::{ApiError, FieldError};
+use super::error::ApiError;
 use super::validation::{RECIPIENT_MAX, validate_create};
 use crate::auth::Caller;
+use crate::domain::names;
 use crate::notification::Status;
+use crate::problems::Problems;
 use crate::queue::{self, Cursor, InsertOutcome, ListFilter};
 
 const REPLAYED: &str = "idempotent-replayed";
@@ -81,11 +83,11 @@ pub async fn cancel(
     let notification = queue::cancel(&db, id, caller.owner_filter())
         .await?
         .ok_or_else(|| not_found(id))?;
-    match notification.status() {
-        Some(Status::Cancelled) => Ok(Json(notification).into_response()),
-        _ => Err(ApiError::conflict(format!(
+    match notification.status {
+        Status::Cancelled => Ok(Json(notification).into_response()),
+        other => Err(ApiError::conflict(format!(
             "Notification {id} is {}; only PENDING jobs can be cancelled",
-            notification.status
+            other.as_str()
         ))),
     }
 }
@@ -111,18 +113,12 @@ pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut values: HashMap<&str, &str> = HashMap::new();
-    let mut errors: Vec<FieldError> = Vec::new();
-    let mut add = |field: &str, message: String| {
-        errors.push(FieldError {
-            field: field.into(),
-            errors: vec![message],
-        })
-    };
+    let mut problems = Problems::new();
     for (key, value) in &pairs {
         if !["status", "recipient", "limit", "cursor"].contains(&key.as_str()) {
-            add(key, format!("property {key} should not exist"));
+            problems.unknown(key);
         } else if values.insert(key.as_str(), value.as_str()).is_some() {
-            add(key, format!("{key} must be given at most once"));
+            problems.add(key, format!("{key} must be given at most once"));
         }
     }
     let mut filter = ListFilter {
@@ -130,30 +126,22 @@ pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
         ..ListFilter::default()
     };
     if let Some(status) = values.get("status") {
-        match Status::parse(status) {
-            Some(status) => filter.status = Some(status),
-            None => add(
-                "status",
-                "status must be one of the following values: PENDING, PROCESSING, SENT, FAILED, DEAD_LETTERED, CANCELLED".into(),
-            ),
-        }
+        filter.status = problems.one_of(
+            "status",
+            Some(status),
+            Status::parse,
+            &names(&Status::ALL, Status::as_str),
+        );
     }
-    if let Some(recipient) = values.get("recipient") {
-        let length = recipient.chars().count();
-        if !(1..=RECIPIENT_MAX).contains(&length) || recipient.contains('\0') {
-            add(
-                "recipient",
-                format!("recipient must be between 1 and {RECIPIENT_MAX} characters without NUL"),
-            );
-        } else {
-            filter.recipient = Some((*recipient).to_string());
-        }
+    if let Some(recipient) = values.get("recipient")
+        && problems.text("recipient", recipient, RECIPIENT_MAX)
+    {
+        filter.recipient = Some((*recipient).to_string());
     }
-    if let Some(limit) = values.get("limit") {
-        match limit.parse::<i64>() {
-            Ok(limit) if (1..=100).contains(&limit) => filter.limit = limit,
-            _ => add("limit", "limit must be an integer between 1 and 100".into()),
-        }
+    if let Some(limit) = values.get("limit")
+        && let Some(limit) = problems.integer_in("limit", limit.parse().ok(), 1..=100)
+    {
+        filter.limit = limit;
     }
     if let Some(cursor) = values.get("cursor") {
         match (cursor.len() <= CURSOR_MAX)
@@ -161,17 +149,13 @@ pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
             .flatten()
         {
             Some(cursor) => filter.after = Some(cursor),
-            None => add(
+            None => problems.add(
                 "cursor",
-                "cursor is not valid; use the nextCursor from a previous page".into(),
+                "cursor is not valid; use the nextCursor from a previous page",
             ),
         }
     }
-    if errors.is_empty() {
-        Ok(filter)
-    } else {
-        Err(ApiError::validation(errors))
-    }
+    Ok(problems.or(filter)?)
 }
 
 pub async fn health(State(state): State<AppState>) -> Response {
@@ -210,12 +194,7 @@ pub async fn docs_page() -> Response {
 }
 
 pub(super) fn parse_id(text: &str) -> Result<Uuid, ApiError> {
-    Uuid::try_parse(text).map_err(|_| {
-        ApiError::validation(vec![FieldError {
-            field: "id".into(),
-            errors: vec!["id must be a UUID".into()],
-        }])
-    })
+    Uuid::try_parse(text).map_err(|_| ApiError::field("id", "id must be a UUID"))
 }
 
 fn not_found(id: Uuid) -> ApiError {

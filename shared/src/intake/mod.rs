@@ -9,6 +9,7 @@ mod fingerprint;
 pub mod handlers;
 mod middleware;
 mod operations;
+pub mod request;
 pub mod validation;
 
 use axum::Router;
@@ -22,7 +23,7 @@ use deadpool_postgres::Pool;
 use crate::auth::{Authenticator, Refusal, Scope};
 use error::ApiError;
 
-pub use fingerprint::fingerprint;
+pub use request::CreateRequest;
 pub use middleware::request_id_for;
 
 /// What handlers share; built once per process.

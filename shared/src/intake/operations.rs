@@ -9,11 +9,12 @@ use serde_json::Value;
 
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
-use super::error::{ApiError, FieldError};
+use super::error::ApiError;
 use super::handlers::parse_id;
 use super::validation::RECIPIENT_MAX;
 use crate::metrics::Snapshot;
 use crate::notification::Status;
+use crate::problems::Problems;
 use crate::queue::RedriveFilter;
 use crate::redrive::{self, MAX_BATCH, RedriveError, SingleRedrive};
 
@@ -35,7 +36,7 @@ pub async fn retry_one(
         SingleRedrive::Redriven(notification) => Ok(Json(notification).into_response()),
         SingleRedrive::WrongStatus(notification) => Err(ApiError::conflict(format!(
             "Notification {id} is {}; only DEAD_LETTERED or FAILED jobs can be retried",
-            notification.status
+            notification.status.as_str()
         ))),
         SingleRedrive::NotFound => Err(ApiError::not_found(format!("Notification {id} not found"))),
     }
@@ -63,58 +64,37 @@ pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), Ap
         return Ok((filter, limit));
     };
     let Some(object) = body.as_object() else {
-        return Err(ApiError::validation(vec![field(
-            "body",
-            "body must be a JSON object",
-        )]));
+        return Err(ApiError::field("body", "body must be a JSON object"));
     };
-    let mut errors = Vec::new();
+    let mut problems = Problems::new();
     for (key, value) in object {
         match key.as_str() {
-            "status" => match value.as_str().and_then(Status::parse) {
-                Some(status @ (Status::DeadLettered | Status::Failed)) => {
-                    filter.status = Some(status)
-                }
-                _ => errors.push(field(
-                    "status",
-                    "status must be one of the following values: DEAD_LETTERED, FAILED",
-                )),
-            },
+            "status" => {
+                filter.status = problems
+                    .one_of("status", value.as_str(), redrivable, "DEAD_LETTERED, FAILED")
+                    .or(filter.status);
+            }
             "recipient" => match value.as_str() {
-                Some(r)
-                    if (1..=RECIPIENT_MAX).contains(&r.chars().count()) && !r.contains('\0') =>
-                {
-                    filter.recipient = Some(r.to_string());
+                Some(recipient) if problems.text("recipient", recipient, RECIPIENT_MAX) => {
+                    filter.recipient = Some(recipient.to_string());
                 }
-                _ => errors.push(field(
-                    "recipient",
-                    &format!(
-                        "recipient must be a string of 1 to {RECIPIENT_MAX} characters without NUL"
-                    ),
-                )),
+                Some(_) => {}
+                None => problems.add("recipient", "recipient must be a string"),
             },
-            "limit" => match value.as_i64() {
-                Some(n) if (1..=MAX_BATCH).contains(&n) => limit = n,
-                _ => errors.push(field(
-                    "limit",
-                    &format!("limit must be an integer between 1 and {MAX_BATCH}"),
-                )),
-            },
-            other => errors.push(field(other, &format!("property {other} should not exist"))),
+            "limit" => {
+                if let Some(n) = problems.integer_in("limit", value.as_i64(), 1..=MAX_BATCH) {
+                    limit = n;
+                }
+            }
+            other => problems.unknown(other),
         }
     }
-    if errors.is_empty() {
-        Ok((filter, limit))
-    } else {
-        Err(ApiError::validation(errors))
-    }
+    Ok(problems.or((filter, limit))?)
 }
 
-fn field(name: &str, message: &str) -> FieldError {
-    FieldError {
-        field: name.to_string(),
-        errors: vec![message.to_string()],
-    }
+/// The statuses a redrive leaves from.
+fn redrivable(text: &str) -> Option<Status> {
+    Status::parse(text).filter(|s| matches!(s, Status::DeadLettered | Status::Failed))
 }
 
 /// JSON by default; Prometheus text for `Accept: text/plain` or `?format=prometheus`.
@@ -131,16 +111,16 @@ pub async fn metrics(
         match (key.as_str(), value.as_str()) {
             ("format", "json" | "prometheus") if format.is_none() => format = Some(value.clone()),
             ("format", _) => {
-                return Err(ApiError::validation(vec![field(
+                return Err(ApiError::field(
                     "format",
                     "format must be one of the following values: json, prometheus",
-                )]));
+                ));
             }
             (other, _) => {
-                return Err(ApiError::validation(vec![field(
+                return Err(ApiError::field(
                     other,
-                    &format!("property {other} should not exist"),
-                )]));
+                    format!("property {other} should not exist"),
+                ));
             }
         }
     }

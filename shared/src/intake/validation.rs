@@ -2,13 +2,14 @@
 //! type coercion, and unknown properties rejected by name.
 
 use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeDelta, Utc};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::error::FieldError;
+use super::request::CreateRequest;
 use crate::notification::{Channel, Priority};
+use crate::problems::{FieldError, Problems, contains_nul};
 use crate::queue::Due;
 
-pub const RECIPIENT_MAX: usize = 320;
+pub use crate::domain::RECIPIENT_MAX;
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 pub const DELAY_SECONDS_MAX: i64 = 31_536_000;
 pub const SEND_AT_HORIZON_DAYS: i64 = 365;
@@ -23,106 +24,40 @@ const FIELDS: [&str; 7] = [
     "delaySeconds",
 ];
 
-/// A create request that passed validation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CreateRequest {
-    pub recipient: String,
-    pub channel: Channel,
-    pub payload: Value,
-    pub priority: Priority,
-    pub idempotency_key: String,
-    pub due: Due,
-    /// `sendAt` as given, normalised to UTC (part of the fingerprint).
-    pub send_at: Option<DateTime<Utc>>,
-    pub delay_seconds: Option<i32>,
-}
-
-impl CreateRequest {
-    /// The row to insert: a fresh id, the request's fingerprint, and who created it.
-    pub fn into_new(
-        self,
-        max_attempts: i32,
-        owner_key_id: Option<uuid::Uuid>,
-    ) -> crate::queue::NewNotification {
-        crate::queue::NewNotification {
-            id: uuid::Uuid::new_v4(),
-            fingerprint: super::fingerprint::fingerprint(&self),
-            idempotency_key: self.idempotency_key,
-            recipient: self.recipient,
-            channel: self.channel,
-            priority: self.priority,
-            payload: self.payload,
-            due: self.due,
-            max_attempts,
-            owner_key_id,
-        }
-    }
-}
-
-/// Collects errors per field, in the order fields are checked.
-#[derive(Default)]
-struct Errors(Vec<FieldError>);
-
-impl Errors {
-    fn add(&mut self, field: &str, message: impl Into<String>) {
-        let message = message.into();
-        match self.0.iter_mut().find(|e| e.field == field) {
-            Some(entry) => entry.errors.push(message),
-            None => self.0.push(FieldError {
-                field: field.to_string(),
-                errors: vec![message],
-            }),
-        }
-    }
-}
-
 /// Validates one create body. `now` bounds `sendAt` (at most 365 days ahead).
 pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest, Vec<FieldError>> {
-    let mut errors = Errors::default();
+    let mut problems = Problems::new();
     let Some(object) = body.as_object() else {
-        errors.add("body", "body must be a JSON object");
-        return Err(errors.0);
+        problems.add("body", "body must be a JSON object");
+        return Err(problems.into_errors());
     };
-    for key in object.keys() {
-        if !FIELDS.contains(&key.as_str()) {
-            errors.add(key, format!("property {key} should not exist"));
-        }
-    }
+    problems.only(object, &FIELDS);
 
-    let recipient = text(object, "recipient", RECIPIENT_MAX, &mut errors);
-    let channel = one_of(
-        object,
-        "channel",
-        &mut errors,
-        Channel::parse,
-        "EMAIL, SMS, PUSH",
-    );
-    let priority = one_of(
+    let recipient = problems.required_text(object, "recipient", RECIPIENT_MAX);
+    let channel = required_one_of(&mut problems, object, "channel", Channel::parse, "EMAIL, SMS, PUSH");
+    let priority = required_one_of(
+        &mut problems,
         object,
         "priority",
-        &mut errors,
         Priority::parse,
         "HIGH, NORMAL, LOW",
     );
-    let idempotency_key = text(object, "idempotencyKey", IDEMPOTENCY_KEY_MAX, &mut errors);
+    let idempotency_key = problems.required_text(object, "idempotencyKey", IDEMPOTENCY_KEY_MAX);
     let payload = match object.get("payload") {
         None => {
-            errors.add("payload", "payload is required");
+            problems.add("payload", "payload is required");
             None
         }
-        Some(value @ Value::Object(_)) => {
-            if contains_nul(value) {
-                errors.add(
-                    "payload",
-                    "payload must not contain NUL (\\u0000) characters",
-                );
-                None
-            } else {
-                Some(value.clone())
-            }
+        Some(value @ Value::Object(_)) if contains_nul(value) => {
+            problems.add(
+                "payload",
+                "payload must not contain NUL (\\u0000) characters",
+            );
+            None
         }
+        Some(value @ Value::Object(_)) => Some(value.clone()),
         Some(_) => {
-            errors.add("payload", "payload must be a JSON object");
+            problems.add("payload", "payload must be a JSON object");
             None
         }
     };
@@ -131,7 +66,7 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
         (Some(send_at), None) => match parse_send_at(send_at, now) {
             Ok(at) => (Some(Due::At(at)), Some(at), None),
             Err(message) => {
-                errors.add("sendAt", message);
+                problems.add("sendAt", message);
                 (None, None, None)
             }
         },
@@ -141,19 +76,19 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
                 (Some(Due::AfterSeconds(seconds)), None, Some(seconds))
             }
             Some(_) => {
-                errors.add(
+                problems.add(
                     "delaySeconds",
                     format!("delaySeconds must be between 1 and {DELAY_SECONDS_MAX}"),
                 );
                 (None, None, None)
             }
             None => {
-                errors.add("delaySeconds", "delaySeconds must be an integer");
+                problems.add("delaySeconds", "delaySeconds must be an integer");
                 (None, None, None)
             }
         },
         _ => {
-            errors.add("sendAt", "Provide exactly one of sendAt or delaySeconds");
+            problems.add("sendAt", "Provide exactly one of sendAt or delaySeconds");
             (None, None, None)
         }
     };
@@ -166,7 +101,7 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
             Some(priority),
             Some(idempotency_key),
             Some(due),
-        ) if errors.0.is_empty() => Ok(CreateRequest {
+        ) if problems.is_empty() => Ok(CreateRequest {
             recipient,
             channel,
             payload,
@@ -176,79 +111,24 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
             send_at,
             delay_seconds,
         }),
-        _ => Err(errors.0),
+        _ => Err(problems.into_errors()),
     }
 }
 
-fn text(
-    object: &Map<String, Value>,
+/// A required enumeration value, given as one of its exact spellings.
+fn required_one_of<T>(
+    problems: &mut Problems,
+    object: &serde_json::Map<String, Value>,
     field: &str,
-    max: usize,
-    errors: &mut Errors,
-) -> Option<String> {
-    match object.get(field) {
-        None => {
-            errors.add(field, format!("{field} is required"));
-            None
-        }
-        Some(Value::String(value)) => {
-            let length = value.chars().count();
-            let mut ok = true;
-            if !(1..=max).contains(&length) {
-                errors.add(
-                    field,
-                    format!("{field} must be between 1 and {max} characters"),
-                );
-                ok = false;
-            }
-            if value.contains('\0') {
-                errors.add(
-                    field,
-                    format!("{field} must not contain NUL (\\u0000) characters"),
-                );
-                ok = false;
-            }
-            ok.then(|| value.clone())
-        }
-        Some(_) => {
-            errors.add(field, format!("{field} must be a string"));
-            None
-        }
-    }
-}
-
-fn one_of<T>(
-    object: &Map<String, Value>,
-    field: &str,
-    errors: &mut Errors,
     parse: fn(&str) -> Option<T>,
     allowed: &str,
 ) -> Option<T> {
     match object.get(field) {
         None => {
-            errors.add(field, format!("{field} is required"));
+            problems.add(field, format!("{field} is required"));
             None
         }
-        Some(value) => {
-            let parsed = value.as_str().and_then(parse);
-            if parsed.is_none() {
-                errors.add(
-                    field,
-                    format!("{field} must be one of the following values: {allowed}"),
-                );
-            }
-            parsed
-        }
-    }
-}
-
-/// NUL anywhere: keys and string values at any depth (PostgreSQL cannot store it).
-pub fn contains_nul(value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(contains_nul),
-        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
-        _ => false,
+        Some(value) => problems.one_of(field, value.as_str(), parse, allowed),
     }
 }
 

@@ -1,11 +1,17 @@
 //! Delivery providers. The worker sees one trait and one classification of outcomes, by
 //! what it must do next: done, give up, or try again later.
+//!
+//! - [`gate`]: the bound on deliveries in flight, the stop, the per-delivery time limit.
+//! - [`simulated`]: the provider of every channel until a real one is configured.
 
+pub mod gate;
 pub mod simulated;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
+
+pub use gate::Gate;
 
 use crate::notification::Channel;
 
@@ -29,9 +35,18 @@ pub enum ProviderOutcome {
     Temporary(String),
 }
 
-/// A provider takes a batch and answers one outcome per delivery, in order. Providers
-/// with per-message APIs fan out internally; the worker applies the time limit around
-/// the whole call.
+/// What became of one delivery of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// The sweeper stopped before the delivery passed the gate: the provider never saw
+    /// it, and its claim goes back untried.
+    NotStarted,
+    Finished(ProviderOutcome),
+}
+
+/// A provider takes a claimed batch and answers one [`Attempt`] per delivery, in order.
+/// Every delivery passes the `gate` before it starts: a per-message provider sends each
+/// through [`Gate::each`]; one with a true batch API takes a place per message it carries.
 pub trait Provider: Send + Sync {
-    fn send<'a>(&'a self, batch: &'a [Delivery<'a>]) -> BoxFuture<'a, Vec<ProviderOutcome>>;
+    fn send<'a>(&'a self, batch: &'a [Delivery<'a>], gate: &'a Gate) -> BoxFuture<'a, Vec<Attempt>>;
 }

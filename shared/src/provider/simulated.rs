@@ -3,14 +3,18 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use super::{Delivery, Provider, ProviderOutcome};
+use super::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
 use crate::backoff::Random;
 use crate::config::MockProviderConfig;
+use crate::sql::{Statement, statement};
+
+const DELIVER: Statement = statement!("simulated_deliveries/deliver");
 
 pub const REJECTED: &str = "Recipient rejected by provider";
 pub const OUTAGE: &str = "Simulated provider outage";
@@ -32,10 +36,14 @@ impl SimulatedProvider {
 
     /// Per delivery, in this order: a stored key is "already delivered"; a recipient
     /// starting with `invalid` is rejected; with probability `failure_rate` an outage;
-    /// otherwise the key is stored and the delivery accepted. One statement per batch.
-    async fn deliver(&self, batch: &[Delivery<'_>]) -> Result<Vec<ProviderOutcome>, String> {
-        if !self.config.latency.is_zero() {
-            tokio::time::sleep(self.config.latency).await;
+    /// otherwise the key is stored and the delivery accepted. One statement for the batch.
+    async fn deliver(
+        &self,
+        batch: &[Delivery<'_>],
+        taken_at: &[DateTime<Utc>],
+    ) -> Result<Vec<ProviderOutcome>, String> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
         }
         // Decide chance before looking at the store, so the randomness consumed does not
         // depend on what other workers did.
@@ -54,7 +62,7 @@ impl SimulatedProvider {
             })
             .collect();
         let keys: Vec<Uuid> = batch.iter().map(|d| d.key).collect();
-        let channels: Vec<&str> = batch.iter().map(|d| d.channel.as_str()).collect();
+        let channels: Vec<crate::notification::Channel> = batch.iter().map(|d| d.channel).collect();
         let recipients: Vec<&str> = batch.iter().map(|d| d.recipient).collect();
         let store: Vec<bool> = planned.iter().map(Option::is_none).collect();
 
@@ -63,42 +71,23 @@ impl SimulatedProvider {
             .get()
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;
-        let statement = db
-            .prepare_cached(
-                "WITH input AS (
-                    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[])
-                        AS i(key, channel, recipient, store)
-                ), seen AS (
-                    UPDATE simulated_deliveries d SET calls = d.calls + 1
-                    FROM input WHERE d.delivery_key = input.key
-                    RETURNING d.delivery_key
-                ), stored AS (
-                    INSERT INTO simulated_deliveries (delivery_key, channel, recipient)
-                    SELECT key, channel, recipient FROM input
-                    WHERE store AND key NOT IN (SELECT delivery_key FROM seen)
-                    ON CONFLICT (delivery_key) DO NOTHING
-                    RETURNING delivery_key
-                )
-                SELECT input.key,
-                       input.key IN (SELECT delivery_key FROM seen) AS already,
-                       input.key IN (SELECT delivery_key FROM stored) AS stored
-                FROM input",
-            )
+        let statement = DELIVER
+            .prepare(&db)
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;
         let rows = db
-            .query(&statement, &[&keys, &channels, &recipients, &store])
+            .query(&statement, &[&keys, &channels, &recipients, &store, &taken_at])
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;
 
         let mut already = std::collections::HashSet::new();
         let mut stored = std::collections::HashSet::new();
         for row in &rows {
-            let key: Uuid = row.try_get(0).map_err(|e| e.to_string())?;
-            if row.try_get::<_, bool>(1).map_err(|e| e.to_string())? {
+            let key: Uuid = row.try_get("key").map_err(|e| e.to_string())?;
+            if row.try_get::<_, bool>("already").map_err(|e| e.to_string())? {
                 already.insert(key);
             }
-            if row.try_get::<_, bool>(2).map_err(|e| e.to_string())? {
+            if row.try_get::<_, bool>("stored").map_err(|e| e.to_string())? {
                 stored.insert(key);
             }
         }
@@ -122,15 +111,50 @@ impl SimulatedProvider {
 }
 
 impl Provider for SimulatedProvider {
-    fn send<'a>(&'a self, batch: &'a [Delivery<'a>]) -> BoxFuture<'a, Vec<ProviderOutcome>> {
+    /// Each delivery takes its place at the gate and waits `MOCK_LATENCY_MS` (the call a
+    /// real provider would make); the idempotency store then answers for every delivery
+    /// that got through in one statement.
+    fn send<'a>(&'a self, batch: &'a [Delivery<'a>], gate: &'a Gate) -> BoxFuture<'a, Vec<Attempt>> {
         async move {
-            match self.deliver(batch).await {
+            let latency = self.config.latency;
+            // Each call ends with the time the "provider" took the message, or early
+            // with what became of it.
+            let calls = batch.iter().map(|_| async {
+                let Some(_permit) = gate.start().await else {
+                    return Err(Attempt::NotStarted);
+                };
+                if !latency.is_zero()
+                    && tokio::time::timeout(gate.timeout(), tokio::time::sleep(latency))
+                        .await
+                        .is_err()
+                {
+                    return Err(Attempt::Finished(gate.timed_out()));
+                }
+                Ok(Utc::now())
+            });
+            let calls: Vec<Result<DateTime<Utc>, Attempt>> = futures::future::join_all(calls).await;
+            let (through, times): (Vec<Delivery<'_>>, Vec<DateTime<Utc>>) = batch
+                .iter()
+                .zip(&calls)
+                .filter_map(|(delivery, call)| call.as_ref().ok().map(|at| (*delivery, *at)))
+                .unzip();
+            let mut stored = match self.deliver(&through, &times).await {
                 Ok(outcomes) => outcomes,
-                Err(error) => batch
+                Err(error) => through
                     .iter()
                     .map(|_| ProviderOutcome::Temporary(error.clone()))
                     .collect(),
             }
+            .into_iter();
+            calls
+                .into_iter()
+                .map(|call| match call {
+                    Err(attempt) => attempt,
+                    Ok(_) => Attempt::Finished(stored.next().unwrap_or_else(|| {
+                        ProviderOutcome::Temporary("simulated provider lost a result".into())
+                    })),
+                })
+                .collect()
         }
         .boxed()
     }

@@ -1,49 +1,50 @@
-//! The only SQL on the `notifications` table: intake (insert, read, list, cancel) and the
-//! worker's guarded transitions (claim, start fence, record, release, recover), and the
-//! operator's redrive.
+//! The only code that runs SQL on the `notifications` table (its statements are the files
+//! under `shared/sql/notifications/`):
+//!
+//! - [`insert`]: create one or a batch, with the database deciding idempotency;
+//! - [`read`]: one notification, and keyset pages of them;
+//! - [`cancel`]: PENDING → CANCELLED;
+//! - [`claim`]: the worker's claim, start fence and release;
+//! - [`record`]: the worker's results, and recovery of expired claims;
+//! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
+//! - [`stats`]: aggregates for metrics.
 //!
 //! Every transition that leaves PROCESSING names the claim token it expects; a stale
 //! worker's statement matches no row and changes nothing.
 
-mod records;
+mod cancel;
+mod claim;
+mod insert;
+mod read;
+mod record;
 mod redrive;
 pub mod stats;
-mod transitions;
 
-pub use records::{
-    BatchOutcome, Cursor, Due, InsertOutcome, ListFilter, ListPage, NewNotification, cancel, find,
-    insert, insert_batch, list,
-};
+pub use cancel::cancel;
+pub use claim::{Claimed, claim, release, start_fence};
+pub use insert::{BatchOutcome, Due, InsertOutcome, NewNotification, insert, insert_batch};
+pub use read::{Cursor, ListFilter, ListPage, find, list};
+pub use record::{Disposition, RecordSummary, Recovered, record, recover_expired};
 pub use redrive::{RedriveFilter, count_matching, redrive_matching, redrive_one};
-pub use transitions::{
-    Claimed, Disposition, RecordSummary, Recovered, claim, record, recover_expired, release,
-    start_fence,
-};
 
-use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
-use crate::notification::{Channel, Notification, Priority, Status};
+use crate::notification::Notification;
 
-/// The columns that make up a [`Notification`], in the order [`from_row`] reads them.
-pub(crate) const NOTIFICATION_COLUMNS: &str = "id, idempotency_key, recipient, channel, priority, \
-    status, scheduled_at, next_attempt_at, attempt_count, max_attempts, last_error, sent_at, \
-    failed_at, dead_lettered_at, cancelled_at, redrive_count, last_redriven_at, created_at, updated_at";
+/// The channel sweepers LISTEN on; intake and redrive NOTIFY it (in their statements) when
+/// work is due now.
+pub const WAKE_CHANNEL: &str = "notify_queue_due";
 
-/// Maps a row selected with [`NOTIFICATION_COLUMNS`]. The CHECK constraints guarantee the
-/// enumerations; an unknown value means the schema and the code disagree.
+/// Maps a row holding the representation's columns, read by name.
 pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error> {
-    let channel: String = row.try_get("channel")?;
-    let priority: i16 = row.try_get("priority")?;
-    let status: String = row.try_get("status")?;
     Ok(Notification {
         id: row.try_get("id")?,
         idempotency_key: row.try_get("idempotency_key")?,
         recipient: row.try_get("recipient")?,
-        channel: Channel::parse(&channel).map_or("UNKNOWN", Channel::as_str),
-        priority: Priority::from_rank(priority).map_or("UNKNOWN", Priority::as_str),
-        status: Status::parse(&status).map_or("UNKNOWN", Status::as_str),
-        scheduled_at: row.try_get::<_, DateTime<Utc>>("scheduled_at")?,
+        channel: row.try_get("channel")?,
+        priority: row.try_get("priority")?,
+        status: row.try_get("status")?,
+        scheduled_at: row.try_get("scheduled_at")?,
         next_attempt_at: row.try_get("next_attempt_at")?,
         attempt_count: row.try_get("attempt_count")?,
         max_attempts: row.try_get("max_attempts")?,
@@ -59,5 +60,28 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
     })
 }
 
-/// The channel sweepers LISTEN on; intake and redrive NOTIFY it when work is due now.
-pub const WAKE_CHANNEL: &str = "notify_queue_due";
+/// Milliseconds as the statements take them (`int8`).
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A count from SQL (`int8`) as an unsigned number.
+pub(crate) fn count(row: &Row, column: &str) -> Result<u64, tokio_postgres::Error> {
+    Ok(u64::try_from(row.try_get::<_, i64>(column)?).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Statements that wake sweepers spell the channel the listener uses.
+    #[test]
+    fn wake_ups_use_the_listened_channel() {
+        for text in [
+            include_str!("../../sql/notifications/insert.sql"),
+            include_str!("../../sql/notifications/insert_batch.sql"),
+            include_str!("../../sql/notifications/redrive_one.sql"),
+            include_str!("../../sql/notifications/redrive_matching.sql"),
+        ] {
+            assert!(text.contains(&format!("pg_notify('{}'", super::WAKE_CHANNEL)));
+        }
+    }
+}

@@ -6,19 +6,16 @@ use std::ops::AddAssign;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use chrono::Utc;
 use deadpool_postgres::Pool;
 use futures::StreamExt;
 use serde::Serialize;
-use uuid::Uuid;
 
-use crate::backoff::{Random, retry_delay};
-use crate::config::{RetryPolicy, WebhookConfig};
-use crate::notification::format_time;
+use crate::backoff::{Random, ThreadRandom, retry_delay};
+use crate::config::{Config, RetryPolicy};
 use crate::stop::StopSignal;
 use crate::webhook::outbox::{self, ClaimedEvent, Dispatch};
-use crate::webhook::signing::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, SigningKey};
+use crate::webhook::post::WebhookClient;
+use crate::webhook::signing::SigningKey;
 
 /// Events claimed per claim statement.
 pub const DEFAULT_BATCH_SIZE: i64 = 100;
@@ -29,8 +26,6 @@ pub const DEFAULT_CONCURRENCY: usize = 16;
 /// duplicate POST (another drainer resends; receivers dedupe on eventId); too long only
 /// delays the resend of a crashed drainer's events.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
-
-pub const EVENT_ID_HEADER: &str = "X-Webhook-Event-Id";
 
 /// What one step (or a whole run) did. Serialised as the `webhook-drainer` Lambda's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -57,25 +52,11 @@ impl AddAssign for DrainOutcome {
     }
 }
 
-/// The request body: exactly these five fields.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EventBody<'a> {
-    event_id: Uuid,
-    job_id: Uuid,
-    status: &'a str,
-    attempt_count: i32,
-    timestamp: String,
-}
-
 pub struct WebhookDrainer {
     pool: Pool,
-    client: reqwest::Client,
-    url: String,
-    key: Option<SigningKey>,
+    client: WebhookClient,
     random: Arc<dyn Random>,
     retry: RetryPolicy,
-    timeout: Duration,
     max_attempts: i32,
     poll_interval: Duration,
     batch_size: i64,
@@ -84,46 +65,43 @@ pub struct WebhookDrainer {
 }
 
 impl WebhookDrainer {
-    /// Builds a drainer for `webhook.url`. Callers construct one only when `WEBHOOK_URL` is
-    /// set; without it this fails. A malformed URL or secret also fails here, at start-up.
+    /// The drainer of `WEBHOOK_URL`, or `None` when it is not set (events then stay in the
+    /// outbox). A malformed URL fails here, at start-up.
+    pub fn from_config(pool: &Pool, config: &Config) -> anyhow::Result<Option<Self>> {
+        let Some(url) = &config.webhook.url else {
+            return Ok(None);
+        };
+        let key = config.webhook.signing_key.clone().map(SigningKey::new);
+        let client = WebhookClient::new(url, key, config.webhook.timeout)?;
+        Ok(Some(WebhookDrainer::new(
+            pool.clone(),
+            client,
+            config.webhook.max_attempts,
+            config.retry,
+            config.worker.poll_interval,
+            Arc::new(ThreadRandom),
+        )))
+    }
+
     pub fn new(
         pool: Pool,
-        webhook: &WebhookConfig,
+        client: WebhookClient,
+        max_attempts: i32,
         retry: RetryPolicy,
         poll_interval: Duration,
         random: Arc<dyn Random>,
-    ) -> anyhow::Result<Self> {
-        let url = webhook
-            .url
-            .clone()
-            .context("WEBHOOK_URL is not set; there is nowhere to send webhooks")?;
-        reqwest::Url::parse(&url).context("WEBHOOK_URL is not a valid URL")?;
-        let key = webhook
-            .secret
-            .as_deref()
-            .map(SigningKey::from_secret)
-            .transpose()?;
-        let client = reqwest::Client::builder()
-            .timeout(webhook.timeout)
-            // A redirect would turn the POST into a GET elsewhere; count it as a failure.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("notify-queue-webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build the webhook HTTP client")?;
-        Ok(WebhookDrainer {
+    ) -> Self {
+        WebhookDrainer {
             pool,
             client,
-            url,
-            key,
             random,
             retry,
-            timeout: webhook.timeout,
-            max_attempts: webhook.max_attempts,
+            max_attempts,
             poll_interval,
             batch_size: DEFAULT_BATCH_SIZE,
             concurrency: DEFAULT_CONCURRENCY,
             lease: None,
-        })
+        }
     }
 
     pub fn with_batch_size(mut self, batch_size: i64) -> Self {
@@ -150,7 +128,8 @@ impl WebhookDrainer {
             let batch = u64::try_from(self.batch_size).unwrap_or(1);
             let rounds = batch.div_ceil(self.concurrency as u64).max(1);
             let rounds = u32::try_from(rounds).unwrap_or(u32::MAX);
-            self.timeout
+            self.client
+                .timeout()
                 .checked_mul(rounds)
                 .unwrap_or(Duration::MAX)
                 .saturating_add(LEASE_MARGIN)
@@ -223,7 +202,7 @@ impl WebhookDrainer {
         if stop.is_stopped() {
             return Dispatch::Released;
         }
-        match self.post(event).await {
+        match self.client.post(event).await {
             Ok(()) => Dispatch::Delivered,
             Err(error) if event.dispatch_attempts >= self.max_attempts => {
                 Dispatch::GivenUp { error }
@@ -235,63 +214,6 @@ impl WebhookDrainer {
             }
         }
     }
-
-    /// One POST. `Err` carries the `last_error` text: connection error, timeout or non-2xx.
-    async fn post(&self, event: &ClaimedEvent) -> Result<(), String> {
-        let body = serde_json::to_vec(&EventBody {
-            event_id: event.id,
-            job_id: event.notification_id,
-            status: &event.status,
-            attempt_count: event.attempt_count,
-            timestamp: format_time(&event.occurred_at),
-        })
-        .map_err(|error| format!("Cannot encode the webhook body: {error}"))?;
-        let event_id = event.id.to_string();
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, &event_id);
-        if let Some(key) = &self.key {
-            // Signed at send time: receivers reject timestamps more than 5 minutes off.
-            let timestamp = Utc::now().timestamp();
-            request = request
-                .header(HEADER_ID, &event_id)
-                .header(HEADER_TIMESTAMP, timestamp.to_string())
-                .header(HEADER_SIGNATURE, key.sign(&event_id, timestamp, &body));
-        }
-        match request.body(body).send().await {
-            Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(format!(
-                "Webhook receiver answered HTTP {}",
-                response.status().as_u16()
-            )),
-            Err(error) if error.is_timeout() => Err(format!(
-                "Webhook receiver timed out after {}ms",
-                self.timeout.as_millis()
-            )),
-            // Without the URL: it may carry a token in its query.
-            Err(error) => Err(format!(
-                "Webhook request failed: {}",
-                error_chain(&error.without_url())
-            )),
-        }
-    }
-}
-
-/// An error and its sources on one line ("error sending request: connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 fn log_result(event: &ClaimedEvent, dispatch: &Dispatch) {
@@ -352,41 +274,22 @@ pub async fn run(drainer: Arc<WebhookDrainer>, stop: StopSignal) -> DrainOutcome
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_body_has_exactly_the_five_documented_fields_in_order() {
-        let id = Uuid::nil();
-        let body = serde_json::to_string(&EventBody {
-            event_id: id,
-            job_id: id,
-            status: "SENT",
-            attempt_count: 2,
-            timestamp: "2026-01-02T03:04:05.678Z".to_string(),
-        })
-        .expect("encode");
-        assert_eq!(
-            body,
-            format!(
-                r#"{{"eventId":"{id}","jobId":"{id}","status":"SENT","attemptCount":2,"timestamp":"2026-01-02T03:04:05.678Z"}}"#
-            )
-        );
-    }
-
     fn drainer(timeout_ms: u64) -> WebhookDrainer {
         // The pool connects lazily; no database is needed here.
         let pool = crate::db::create_pool("postgres://user@127.0.0.1:1/none", 1).expect("pool");
-        let webhook = WebhookConfig {
-            url: Some("http://127.0.0.1:1/hook".to_string()),
-            secret: None,
-            timeout: Duration::from_millis(timeout_ms),
-            max_attempts: 10,
-        };
+        let client = WebhookClient::new(
+            "http://127.0.0.1:1/hook",
+            None,
+            Duration::from_millis(timeout_ms),
+        )
+        .expect("client");
         let retry = RetryPolicy {
             max_retries: 5,
             base_delay_ms: 1000,
             max_delay_ms: 60_000,
         };
-        let random = Arc::new(crate::backoff::ThreadRandom);
-        WebhookDrainer::new(pool, &webhook, retry, Duration::from_secs(1), random).expect("drainer")
+        let random = Arc::new(ThreadRandom);
+        WebhookDrainer::new(pool, client, 10, retry, Duration::from_secs(1), random)
     }
 
     #[test]
@@ -404,37 +307,13 @@ mod tests {
     }
 
     #[test]
-    fn a_drainer_needs_a_url_and_a_valid_secret() {
+    fn no_url_means_no_drainer_and_a_bad_url_fails_at_start_up() {
         let pool = crate::db::create_pool("postgres://user@127.0.0.1:1/none", 1).expect("pool");
-        let retry = RetryPolicy {
-            max_retries: 0,
-            base_delay_ms: 1,
-            max_delay_ms: 1,
-        };
-        let mut webhook = WebhookConfig {
-            url: None,
-            secret: None,
-            timeout: Duration::from_secs(1),
-            max_attempts: 1,
-        };
-        let random: Arc<dyn Random> = Arc::new(crate::backoff::ThreadRandom);
-        let build = |webhook: &WebhookConfig| {
-            WebhookDrainer::new(
-                pool.clone(),
-                webhook,
-                retry,
-                Duration::from_secs(1),
-                random.clone(),
-            )
-        };
-        assert!(build(&webhook).is_err(), "no URL, no drainer");
-        webhook.url = Some("http://127.0.0.1:9/hook".to_string());
-        webhook.secret = Some("whsec_***".to_string());
-        assert!(
-            build(&webhook).is_err(),
-            "a malformed secret fails at start-up"
-        );
-        webhook.secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string());
-        assert!(build(&webhook).is_ok());
+        let mut config = Config::from_vars(Default::default()).expect("defaults");
+        assert!(matches!(WebhookDrainer::from_config(&pool, &config), Ok(None)));
+        config.webhook.url = Some("http://".to_string());
+        assert!(WebhookDrainer::from_config(&pool, &config).is_err());
+        config.webhook.url = Some("http://127.0.0.1:9/hook".to_string());
+        assert!(matches!(WebhookDrainer::from_config(&pool, &config), Ok(Some(_))));
     }
 }

@@ -7,13 +7,19 @@
 //! attempt. Receivers dedupe on `eventId`. A webhook failure never touches the notification.
 //!
 //! - [`outbox`]: the SQL (claim, record, counts).
+//! - [`post`]: one signed request.
 //! - [`signing`]: Standard Webhooks v1 signatures.
 //! - [`drainer`]: the step function [`WebhookDrainer::drain_once`] and the loop [`run`].
+//! - [`function`]: the `webhook-drainer` Lambda's state and invocation.
 
 pub mod drainer;
+pub mod function;
 pub mod outbox;
+pub mod post;
 pub mod signing;
 
 pub use drainer::{DrainOutcome, WebhookDrainer, run};
+pub use function::{DrainReport, DrainerFunction};
 pub use outbox::{ClaimedEvent, Dispatch, OutboxCounts};
+pub use post::{EVENT_ID_HEADER, WebhookClient};
 pub use signing::SigningKey;

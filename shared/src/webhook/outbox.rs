@@ -11,6 +11,13 @@ use serde::Serialize;
 use std::time::Duration;
 use uuid::Uuid;
 
+use crate::queue::millis;
+use crate::sql::{Statement, statement};
+
+const CLAIM: Statement = statement!("webhook_events/claim");
+const RECORD: Statement = statement!("webhook_events/record");
+const COUNTS: Statement = statement!("webhook_events/counts");
+
 /// The `last_error` of an event whose lease expired on its final dispatch attempt.
 pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
     "Lease expired on the final dispatch attempt; the drainer stopped without recording";
@@ -38,46 +45,16 @@ pub struct Claim {
     pub given_up: u64,
 }
 
-/// Claims up to `limit` due events, oldest due first: PENDING ones whose
-/// `next_dispatch_at` has come, and DISPATCHING ones whose lease expired (their drainer
-/// died). Each becomes DISPATCHING until `now() + lease`, with the attempt counted.
-///
-/// While an event is DISPATCHING its `next_dispatch_at` is set to its lease expiry, so one
-/// condition on the existing partial index `webhook_events_due` finds both kinds of due
-/// event without scanning live leases.
-///
-/// An expired lease on the final attempt (`dispatch_attempts >= max_attempts`) is given up
-/// rather than sent again, so an event that kills every drainer still runs out of attempts.
+/// Claims up to `limit` due events for `lease`, oldest due first, including those whose
+/// drainer died; an expired lease on the final attempt is given up instead (see the
+/// statement).
 pub async fn claim(
     db: &impl GenericClient,
     limit: i64,
     lease: Duration,
     max_attempts: i32,
 ) -> Result<Claim, tokio_postgres::Error> {
-    let statement = db
-        .prepare_cached(
-            "WITH due AS (
-                SELECT id, dispatch_state = 'DISPATCHING' AND dispatch_attempts >= $3 AS give_up
-                FROM webhook_events
-                WHERE dispatch_state IN ('PENDING', 'DISPATCHING') AND next_dispatch_at <= now()
-                  AND (dispatch_state = 'PENDING' OR lease_expires_at <= now())
-                ORDER BY next_dispatch_at LIMIT $1 FOR UPDATE SKIP LOCKED
-            )
-            UPDATE webhook_events e
-            SET dispatch_state = CASE WHEN d.give_up THEN 'GIVEN_UP' ELSE 'DISPATCHING' END,
-                dispatch_attempts = CASE WHEN d.give_up THEN e.dispatch_attempts
-                                         ELSE e.dispatch_attempts + 1 END,
-                lease_expires_at = CASE WHEN d.give_up THEN NULL
-                                        ELSE now() + $2::int8 * interval '1 millisecond' END,
-                next_dispatch_at = CASE WHEN d.give_up THEN e.next_dispatch_at
-                                        ELSE now() + $2::int8 * interval '1 millisecond' END,
-                given_up_at = CASE WHEN d.give_up THEN now() END,
-                last_error = CASE WHEN d.give_up THEN $4 ELSE e.last_error END
-            FROM due d WHERE e.id = d.id
-            RETURNING e.id, e.notification_id, e.status, e.attempt_count, e.occurred_at,
-                      e.dispatch_attempts, e.next_dispatch_at, d.give_up",
-        )
-        .await?;
+    let statement = CLAIM.prepare(db).await?;
     let rows = db
         .query(
             &statement,
@@ -170,25 +147,7 @@ pub async fn record(
             _ => 0,
         })
         .collect();
-    let statement = db
-        .prepare_cached(
-            "UPDATE webhook_events e
-             SET dispatch_state = r.state,
-                 dispatch_attempts = CASE WHEN r.refund THEN e.dispatch_attempts - 1
-                                          ELSE e.dispatch_attempts END,
-                 lease_expires_at = NULL,
-                 next_dispatch_at = CASE WHEN r.state = 'PENDING'
-                     THEN now() + r.delay_ms * interval '1 millisecond'
-                     ELSE e.next_dispatch_at END,
-                 last_error = coalesce(r.error, e.last_error),
-                 delivered_at = CASE WHEN r.state = 'DELIVERED' THEN now() END,
-                 given_up_at = CASE WHEN r.state = 'GIVEN_UP' THEN now() END
-             FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::text[], $5::int8[], $6::bool[])
-                 AS r(id, attempt, state, error, delay_ms, refund)
-             WHERE e.id = r.id AND e.dispatch_attempts = r.attempt
-               AND e.dispatch_state = 'DISPATCHING'",
-        )
-        .await?;
+    let statement = RECORD.prepare(db).await?;
     db.execute(
         &statement,
         &[&ids, &attempts, &states, &errors, &delays, &refunds],
@@ -207,22 +166,11 @@ pub struct OutboxCounts {
 }
 
 pub async fn counts(db: &impl GenericClient) -> Result<OutboxCounts, tokio_postgres::Error> {
-    let statement = db
-        .prepare_cached(
-            "SELECT count(*) FILTER (WHERE dispatch_state IN ('PENDING', 'DISPATCHING')),
-                    count(*) FILTER (WHERE dispatch_state = 'DELIVERED'),
-                    count(*) FILTER (WHERE dispatch_state = 'GIVEN_UP')
-             FROM webhook_events",
-        )
-        .await?;
+    let statement = COUNTS.prepare(db).await?;
     let row = db.query_one(&statement, &[]).await?;
     Ok(OutboxCounts {
-        pending: row.try_get(0)?,
-        delivered: row.try_get(1)?,
-        given_up: row.try_get(2)?,
+        pending: row.try_get("pending")?,
+        delivered: row.try_get("delivered")?,
+        given_up: row.try_get("given_up")?,
     })
-}
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

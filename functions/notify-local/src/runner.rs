@@ -1,0 +1,151 @@
+//! The whole system in one process for development and black-box tests. `APP_ROLE` picks
+//! the parts: `all`, `api` (HTTP only) or `worker` (sweeper and webhook drainer; HTTP
+//! answers only `/health` and `/metrics`). With no `DATABASE_URL` it brings up a private
+//! PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use notify_shared::config::Config;
+use notify_shared::db;
+use notify_shared::intake::{self, AppState, Routes};
+use notify_shared::stop::{StopSignal, stop_on_signals};
+use notify_shared::sweeper;
+use notify_shared::webhook;
+use notify_shared::{queue, wake};
+
+use crate::embedded::{self, EmbeddedPostgres};
+
+/// Extra time granted after the provider (or webhook) time limit for in-flight steps to record.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub async fn run_local(config: Config) -> anyhow::Result<()> {
+    let (stop_handle, stop) = StopSignal::new();
+    stop_on_signals(stop_handle);
+
+    // Keep the private server alive until the very end; dropping it stops and deletes it.
+    let (database_url, embedded) = match &config.database_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let base = embedded::default_base_dir();
+            let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&base))
+                .await
+                .context("the embedded PostgreSQL start-up task failed")??;
+            eprintln!(
+                "notify-local: started a private PostgreSQL in {}",
+                server.data_dir().display()
+            );
+            (server.url(), Some(server))
+        }
+    };
+    eprintln!("notify-local: database {}", redact(&database_url));
+
+    db::migrate(&database_url).await?;
+    let pool = db::create_pool(&database_url, config.database_pool_max)?;
+
+    let mut workers = None;
+    let mut drainer = None;
+    if config.app_role.runs_workers() {
+        // Without WEBHOOK_URL no drainer exists: events stay PENDING in the outbox until a
+        // process with a URL drains them. Built before anything starts, so a bad secret or
+        // URL stops start-up.
+        match webhook::WebhookDrainer::from_config(&pool, &config)? {
+            Some(webhooks) => {
+                drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())))
+            }
+            None => tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox"),
+        }
+        let sweeper = Arc::new(sweeper::Sweeper::from_config(&pool, &config));
+        let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
+        workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
+    }
+
+    let routes = if config.app_role.serves_api() {
+        Routes::Full
+    } else {
+        Routes::HealthOnly
+    };
+    // The local runner may run without keys, and says so loudly.
+    let auth = notify_shared::auth::authenticator_for(&pool, true).await?;
+    if auth.is_anonymous() {
+        let warning = "no API keys exist: EVERY ROUTE IS OPEN TO ANYONE who can reach this port \
+                       (create a key with `notify-local keys create --scope operator`)";
+        eprintln!("notify-local: WARNING: {warning}");
+        tracing::warn!("{warning}");
+    }
+    let state = AppState {
+        pool: pool.clone(),
+        max_attempts: config.retry.max_attempts(),
+        auth,
+    };
+    let app = intake::router(state, routes);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{}", config.port))?;
+    let address = listener.local_addr()?;
+    eprintln!(
+        "notify-local: role {:?}, listening on http://{address}",
+        config.app_role
+    );
+    tracing::info!(%address, role = ?config.app_role, "listening");
+
+    let server_stop = stop.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { server_stop.stopped().await })
+        .await
+        .context("HTTP server failed")?;
+
+    // One deadline for both loops; anything still running is left to lease recovery.
+    let budget = config.worker.provider_timeout.max(config.webhook.timeout) + SHUTDOWN_GRACE;
+    let deadline = tokio::time::Instant::now() + budget;
+    if let Some(workers) = workers {
+        await_loop("sweeper", workers, deadline).await;
+    }
+    if let Some(drainer) = drainer {
+        await_loop("webhook drainer", drainer, deadline).await;
+    }
+    pool.close();
+    drop(embedded);
+    eprintln!("notify-local: stopped");
+    Ok(())
+}
+
+async fn await_loop<T: std::fmt::Debug>(
+    name: &str,
+    task: tokio::task::JoinHandle<T>,
+    deadline: tokio::time::Instant,
+) {
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(summary)) => tracing::info!(?summary, "{name} stopped"),
+        Ok(Err(error)) => tracing::error!(%error, "{name} task failed"),
+        Err(_) => tracing::warn!("{name} did not finish within the shutdown budget"),
+    }
+}
+
+/// The URL without its password, for logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let credentials = &url[scheme_end + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_reach_the_log() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+}

@@ -1,0 +1,1 @@
+SELECT count(*) FROM api_keys WHERE revoked_at IS NULL

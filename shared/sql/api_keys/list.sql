@@ -1,0 +1,1 @@
+SELECT id, name, scope, created_at, revoked_at FROM api_keys ORDER BY created_at

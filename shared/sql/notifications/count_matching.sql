@@ -1,0 +1,10 @@
+-- How many notifications match the redrive filter ($1 status, $2 recipient, $3 channel,
+-- $4 error text, $5 created before, $6 created after; NULL = any).
+SELECT count(*)
+FROM notifications n
+WHERE n.status = $1
+      AND ($2::text IS NULL OR n.recipient = $2)
+      AND ($3::text IS NULL OR n.channel = $3)
+      AND ($4::text IS NULL OR strpos(lower(coalesce(n.last_error, '')), lower($4)) > 0)
+      AND ($5::timestamptz IS NULL OR n.created_at < $5)
+      AND ($6::timestamptz IS NULL OR n.created_at > $6)

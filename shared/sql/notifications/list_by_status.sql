@@ -1,0 +1,10 @@
+-- Newest first, strictly after the cursor ($2, $3), $4 rows (one more than a page tells
+-- whether a next page exists). Served by notifications_list_by_status.
+SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
+       attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
+       redrive_count, last_redriven_at, created_at, updated_at
+FROM notifications
+WHERE status = $1
+  AND (created_at, id) < ($2, $3)
+ORDER BY created_at DESC, id DESC
+LIMIT $4

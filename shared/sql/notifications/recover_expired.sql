@@ -1,0 +1,34 @@
+-- Returns up to $2 expired claims to the queue ($1: the lease in seconds, for the error
+-- text). A claim that expired on its final attempt gets one reconciliation attempt (the
+-- provider may have delivered; resending with the same key confirms it); a second expiry
+-- dead-letters it, with its webhook event in the same statement.
+WITH expired AS (
+    SELECT id FROM notifications
+    WHERE status = 'PROCESSING' AND lease_expires_at < now()
+    ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), recovered AS (
+    UPDATE notifications n
+    SET status = CASE WHEN n.attempt_count >= n.max_attempts AND n.reconciliation_granted
+                      THEN 'DEAD_LETTERED' ELSE 'PENDING' END,
+        dead_lettered_at = CASE WHEN n.attempt_count >= n.max_attempts
+                                AND n.reconciliation_granted THEN now() END,
+        max_attempts = CASE WHEN n.attempt_count >= n.max_attempts
+                            AND NOT n.reconciliation_granted
+                            THEN n.max_attempts + 1 ELSE n.max_attempts END,
+        reconciliation_granted = n.reconciliation_granted
+                                 OR n.attempt_count >= n.max_attempts,
+        next_attempt_at = now(),
+        last_error = 'Claim expired after ' || $1::int8 || 's without completion',
+        claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM expired WHERE n.id = expired.id
+    RETURNING n.id, n.status, n.attempt_count, n.redrive_count
+), events AS (
+    INSERT INTO webhook_events (id, notification_id, status, attempt_count,
+                                redrive_generation, occurred_at)
+    SELECT gen_random_uuid(), id, status, attempt_count, redrive_count, now()
+    FROM recovered WHERE status = 'DEAD_LETTERED'
+    ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
+)
+SELECT count(*) FILTER (WHERE status = 'PENDING') AS requeued,
+       count(*) FILTER (WHERE status = 'DEAD_LETTERED') AS dead_lettered
+FROM recovered

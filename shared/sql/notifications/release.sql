@@ -1,0 +1,10 @@
+-- Hands claims back untried: PENDING, attempt refunded, due at the time given ($3; NULL
+-- means now, a time means a rate-limit deferral and is counted as one). Only rows still
+-- PROCESSING with the token given ($1 ids, $2 tokens) change.
+UPDATE notifications n
+SET status = 'PENDING', attempt_count = n.attempt_count - 1,
+    next_attempt_at = coalesce(held.due, now()),
+    rate_limit_deferrals = n.rate_limit_deferrals + (held.due IS NOT NULL)::int,
+    claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS held(id, token, due)
+WHERE n.id = held.id AND n.claim_token = held.token AND n.status = 'PROCESSING'

@@ -1,0 +1,29 @@
+-- Claims up to $1 due events, oldest due first: PENDING ones whose next_dispatch_at has
+-- come, and DISPATCHING ones whose lease expired (their drainer died). Each becomes
+-- DISPATCHING until now() + $2 ms, with the dispatch attempt counted.
+--
+-- While an event is DISPATCHING its next_dispatch_at is its lease expiry, so one condition
+-- on the partial index webhook_events_due finds both kinds without scanning live leases.
+-- An expired lease on the final attempt (dispatch_attempts >= $3) is given up with
+-- last_error $4 rather than sent again, so an event that kills every drainer still runs
+-- out of attempts.
+WITH due AS (
+    SELECT id, dispatch_state = 'DISPATCHING' AND dispatch_attempts >= $3 AS give_up
+    FROM webhook_events
+    WHERE dispatch_state IN ('PENDING', 'DISPATCHING') AND next_dispatch_at <= now()
+      AND (dispatch_state = 'PENDING' OR lease_expires_at <= now())
+    ORDER BY next_dispatch_at LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_events e
+SET dispatch_state = CASE WHEN d.give_up THEN 'GIVEN_UP' ELSE 'DISPATCHING' END,
+    dispatch_attempts = CASE WHEN d.give_up THEN e.dispatch_attempts
+                             ELSE e.dispatch_attempts + 1 END,
+    lease_expires_at = CASE WHEN d.give_up THEN NULL
+                            ELSE now() + $2::int8 * interval '1 millisecond' END,
+    next_dispatch_at = CASE WHEN d.give_up THEN e.next_dispatch_at
+                            ELSE now() + $2::int8 * interval '1 millisecond' END,
+    given_up_at = CASE WHEN d.give_up THEN now() END,
+    last_error = CASE WHEN d.give_up THEN $4 ELSE e.last_error END
+FROM due d WHERE e.id = d.id
+RETURNING e.id, e.notification_id, e.status, e.attempt_count, e.occurred_at,
+          e.dispatch_attempts, e.next_dispatch_at, d.give_up

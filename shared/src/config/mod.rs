@@ -1,0 +1,374 @@
+//! Configuration from the environment: every variable is parsed and checked at start-up,
+//! and every problem is reported at once so an operator fixes them in one pass.
+
+mod env;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use env::Env;
+
+/// Which parts of the local runner run in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppRole {
+    /// HTTP API, sweeper and webhook drainer.
+    All,
+    /// HTTP API only.
+    Api,
+    /// Sweeper and drainer; HTTP answers only `/health` and `/metrics`.
+    Worker,
+}
+
+impl AppRole {
+    pub fn serves_api(self) -> bool {
+        matches!(self, AppRole::All | AppRole::Api)
+    }
+    pub fn runs_workers(self) -> bool {
+        matches!(self, AppRole::All | AppRole::Worker)
+    }
+}
+
+#[derive(Clone)]
+pub struct Config {
+    /// `None` means "no URL given": the local runner starts its own PostgreSQL.
+    pub database_url: Option<String>,
+    pub database_pool_max: usize,
+    pub app_role: AppRole,
+    /// Deployed API: serve without keys when none exist (`ALLOW_ANONYMOUS=true`).
+    pub allow_anonymous: bool,
+    pub port: u16,
+    pub worker: WorkerConfig,
+    pub retry: RetryPolicy,
+    pub rate_limit: RateLimitConfig,
+    pub mock: MockProviderConfig,
+    pub webhook: WebhookConfig,
+    pub scheduler: SchedulerConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Notifications claimed per claim statement.
+    pub batch_size: i64,
+    /// Provider calls (one per claimed batch) in flight per sweeper process.
+    pub concurrency: usize,
+    pub poll_interval: Duration,
+    pub visibility_timeout: Duration,
+    pub provider_timeout: Duration,
+}
+
+/// Retry schedule: `max_retries + 1` attempts with equal-jitter exponential backoff.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+}
+
+impl RetryPolicy {
+    pub fn max_attempts(&self) -> i32 {
+        i32::try_from(self.max_retries.saturating_add(1)).unwrap_or(i32::MAX)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimitConfig {
+    pub max_notifications: i64,
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MockProviderConfig {
+    pub failure_rate: f64,
+    pub latency: Duration,
+}
+
+#[derive(Clone)]
+pub struct WebhookConfig {
+    pub url: Option<String>,
+    /// The HMAC key of `WEBHOOK_SECRET`: `whsec_<base64>` decoded, or the raw bytes of a
+    /// secret without that prefix. `None`: webhooks go unsigned.
+    pub signing_key: Option<Vec<u8>>,
+    pub timeout: Duration,
+    pub max_attempts: i32,
+}
+
+/// Where `dlq-redrive` creates its one-time schedules, and the role they invoke it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    pub group: String,
+    pub role_arn: Option<String>,
+}
+
+/// Neither the database URL (it may carry a password) nor the webhook secret is shown.
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &self.database_url.as_ref().map(|_| "***"))
+            .field("database_pool_max", &self.database_pool_max)
+            .field("app_role", &self.app_role)
+            .field("allow_anonymous", &self.allow_anonymous)
+            .field("port", &self.port)
+            .field("worker", &self.worker)
+            .field("retry", &self.retry)
+            .field("rate_limit", &self.rate_limit)
+            .field("mock", &self.mock)
+            .field("webhook", &self.webhook)
+            .field("scheduler", &self.scheduler)
+            .finish()
+    }
+}
+
+impl fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("url", &self.url)
+            .field("signing_key", &self.signing_key.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
+}
+
+/// `WEBHOOK_SECRET` as an HMAC key: the Standard Webhooks form `whsec_<base64>` is decoded;
+/// a secret without the prefix is used as raw bytes, so a plain shared password works too.
+fn signing_key(secret: &str) -> Result<Vec<u8>, &'static str> {
+    let key = match secret.strip_prefix("whsec_") {
+        Some(encoded) => STANDARD
+            .decode(encoded)
+            .map_err(|_| "WEBHOOK_SECRET starts with whsec_ but the rest is not valid base64")?,
+        None => secret.as_bytes().to_vec(),
+    };
+    if key.is_empty() {
+        return Err("WEBHOOK_SECRET is empty after its whsec_ prefix");
+    }
+    Ok(key)
+}
+
+/// Every problem found in the environment, reported together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "invalid configuration ({} problem(s)):",
+            self.problems.len()
+        )?;
+        for problem in &self.problems {
+            writeln!(f, "  - {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(std::env::vars().collect())
+    }
+
+    /// Reads configuration from an explicit map (tests use this; the process uses `from_env`).
+    pub fn from_vars(vars: HashMap<String, String>) -> Result<Self, ConfigError> {
+        let mut env = Env::new(vars);
+
+        let database_url = env.string("DATABASE_URL");
+        let database_pool_max = env.number("DATABASE_POOL_MAX", 10u64, 1, 1000) as usize;
+        let app_role = match env.string("APP_ROLE").as_deref() {
+            None | Some("all") => AppRole::All,
+            Some("api") => AppRole::Api,
+            Some("worker") => AppRole::Worker,
+            Some(other) => {
+                env.problems.push(format!(
+                    "APP_ROLE must be one of all, api, worker (got {other:?})"
+                ));
+                AppRole::All
+            }
+        };
+        let port = env.number("PORT", 3000u64, 0, 65535) as u16;
+        let allow_anonymous = match env.string("ALLOW_ANONYMOUS").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                env.problems.push(format!(
+                    "ALLOW_ANONYMOUS must be true or false (got {other:?})"
+                ));
+                false
+            }
+        };
+
+        let batch_size = env.number("WORKER_BATCH_SIZE", 100u64, 1, 10_000) as i64;
+        let concurrency = env.number("WORKER_CONCURRENCY", 10u64, 1, 1000) as usize;
+        let poll_interval_ms = env.number("WORKER_POLL_INTERVAL_MS", 1000u64, 1, 3_600_000);
+        let visibility_s = env.number("JOB_VISIBILITY_TIMEOUT_SECONDS", 300u64, 1, 86_400);
+        let provider_timeout_ms = env.number("PROVIDER_TIMEOUT_MS", 10_000u64, 1, 86_400_000);
+        let max_retries = env.number("MAX_RETRIES", 5u64, 0, 100) as u32;
+        let base_delay_ms = env.number("BASE_RETRY_DELAY_MS", 1000u64, 1, 86_400_000);
+        let max_delay_ms = env.number("MAX_RETRY_DELAY_MS", 60_000u64, 1, 86_400_000);
+        let rate_max = env.number("RATE_LIMIT_MAX_NOTIFICATIONS", 10u64, 1, 1_000_000) as i64;
+        let rate_window_s = env.number("RATE_LIMIT_WINDOW_SECONDS", 3600u64, 1, 31_536_000);
+        let failure_rate = env.fraction("MOCK_FAILURE_RATE", 0.2);
+        let latency_ms = env.number("MOCK_LATENCY_MS", 50u64, 0, 600_000);
+        let webhook_url = env.string("WEBHOOK_URL");
+        let webhook_secret = env.string("WEBHOOK_SECRET");
+        let webhook_timeout_ms = env.number("WEBHOOK_TIMEOUT_MS", 5000u64, 1, 600_000);
+        let webhook_max_attempts = env.number("WEBHOOK_MAX_ATTEMPTS", 10u64, 1, 100) as i32;
+        let scheduler_group = env
+            .string("SCHEDULER_GROUP_NAME")
+            .unwrap_or_else(|| "notify-queue".into());
+        let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
+
+        if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
+            env.problems.push(format!(
+                "PROVIDER_TIMEOUT_MS ({provider_timeout_ms}) must be below \
+                 JOB_VISIBILITY_TIMEOUT_SECONDS ({visibility_s}s), or a live claim could expire mid-call"
+            ));
+        }
+        if base_delay_ms > max_delay_ms {
+            env.problems.push(format!(
+                "BASE_RETRY_DELAY_MS ({base_delay_ms}) must not exceed MAX_RETRY_DELAY_MS ({max_delay_ms})"
+            ));
+        }
+        if let Some(url) = &webhook_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            env.problems.push(format!(
+                "WEBHOOK_URL must be an http:// or https:// URL (got {url:?})"
+            ));
+        }
+        let signing_key = match webhook_secret.as_deref().map(signing_key) {
+            None => None,
+            Some(Ok(key)) => Some(key),
+            Some(Err(problem)) => {
+                env.problems.push(problem.to_string());
+                None
+            }
+        };
+        if let Some(url) = &database_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            env.problems
+                .push("DATABASE_URL must be a postgres:// or postgresql:// URL".to_string());
+        }
+
+        if !env.problems.is_empty() {
+            return Err(ConfigError {
+                problems: env.problems,
+            });
+        }
+        Ok(Config {
+            database_url,
+            database_pool_max,
+            app_role,
+            allow_anonymous,
+            port,
+            worker: WorkerConfig {
+                batch_size,
+                concurrency,
+                poll_interval: Duration::from_millis(poll_interval_ms),
+                visibility_timeout: Duration::from_secs(visibility_s),
+                provider_timeout: Duration::from_millis(provider_timeout_ms),
+            },
+            retry: RetryPolicy {
+                max_retries,
+                base_delay_ms,
+                max_delay_ms,
+            },
+            rate_limit: RateLimitConfig {
+                max_notifications: rate_max,
+                window: Duration::from_secs(rate_window_s),
+            },
+            mock: MockProviderConfig {
+                failure_rate,
+                latency: Duration::from_millis(latency_ms),
+            },
+            webhook: WebhookConfig {
+                url: webhook_url,
+                signing_key,
+                timeout: Duration::from_millis(webhook_timeout_ms),
+                max_attempts: webhook_max_attempts,
+            },
+            scheduler: SchedulerConfig {
+                group: scheduler_group,
+                role_arn: scheduler_role_arn,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_match_the_documented_table() {
+        let config = Config::from_vars(HashMap::new()).expect("defaults are valid");
+        assert_eq!(config.database_pool_max, 10);
+        assert_eq!(config.worker.batch_size, 100);
+        assert_eq!(config.worker.visibility_timeout, Duration::from_secs(300));
+        assert_eq!(config.retry.max_attempts(), 6);
+        assert_eq!(config.rate_limit.max_notifications, 10);
+        assert_eq!(config.port, 3000);
+        assert_eq!(config.app_role, AppRole::All);
+    }
+
+    #[test]
+    fn secrets_never_reach_debug_output() {
+        let config = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://u:hunter2@h/db"),
+            ("WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+        ]))
+        .expect("valid");
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("hunter2") && !debug.contains("MfKQ9r8G"), "{debug}");
+        assert!(config.webhook.signing_key.is_some());
+    }
+
+    #[test]
+    fn webhook_secrets_are_decoded_once_here() {
+        assert_eq!(signing_key("plain"), Ok(b"plain".to_vec()));
+        assert_eq!(signing_key("whsec_aGk="), Ok(b"hi".to_vec()));
+        assert!(signing_key("whsec_not base64!").is_err());
+        assert!(signing_key("whsec_").is_err());
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let err = Config::from_vars(vars(&[
+            ("PROVIDER_TIMEOUT_MS", "5000"),
+            ("JOB_VISIBILITY_TIMEOUT_SECONDS", "5"),
+            ("BASE_RETRY_DELAY_MS", "9000"),
+            ("MAX_RETRY_DELAY_MS", "100"),
+            ("WORKER_BATCH_SIZE", "zero"),
+            ("MOCK_FAILURE_RATE", "2"),
+            ("APP_ROLE", "everything"),
+        ]))
+        .expect_err("invalid configuration");
+        assert_eq!(err.problems.len(), 5, "{err}");
+        let text = err.to_string();
+        for needle in [
+            "PROVIDER_TIMEOUT_MS",
+            "BASE_RETRY_DELAY_MS",
+            "WORKER_BATCH_SIZE",
+            "MOCK_FAILURE_RATE",
+            "APP_ROLE",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! One CloudWatch Embedded Metric Format line per scheduled-function invocation, so an AWS
+//! user gets metrics from the logs with no agent. Written to stdout, where Lambda ships it
+//! as is. Namespace `NotifyQueue`, dimension `Function`.
+
+use deadpool_postgres::Pool;
+use serde_json::{Map, Value, json};
+
+use crate::queue::stats;
+use crate::sweeper::SweepOutcome;
+use crate::webhook::DrainOutcome;
+
+/// The EMF document for `function` with its counts and, when known, the queue lag.
+pub fn line(
+    function: &str,
+    counts: &[(&str, u64)],
+    queue_lag_seconds: Option<f64>,
+    timestamp_ms: i64,
+) -> String {
+    let mut declared: Vec<Value> = counts
+        .iter()
+        .map(|(name, _)| json!({"Name": name, "Unit": "Count"}))
+        .collect();
+    let mut document = Map::new();
+    document.insert("Function".into(), json!(function));
+    for (name, value) in counts {
+        document.insert((*name).into(), json!(value));
+    }
+    if let Some(lag) = queue_lag_seconds {
+        declared.push(json!({"Name": "QueueLagSeconds", "Unit": "Seconds"}));
+        document.insert("QueueLagSeconds".into(), json!(lag));
+    }
+    document.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "NotifyQueue",
+                "Dimensions": [["Function"]],
+                "Metrics": declared,
+            }],
+        }),
+    );
+    Value::Object(document).to_string()
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// The counts a sweeper invocation reports.
+pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 7] {
+    [
+        ("Claimed", outcome.claimed),
+        ("Sent", outcome.sent),
+        ("Failed", outcome.failed),
+        ("Retried", outcome.retried),
+        ("DeadLettered", outcome.dead_lettered),
+        ("Deferred", outcome.deferred),
+        ("Recovered", outcome.recovered),
+    ]
+}
+
+/// The sweeper's line, with the queue lag read at the end of the invocation.
+pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool) {
+    let lag = match pool.get().await {
+        Ok(db) => stats::queue_lag_seconds(&db).await.unwrap_or(0.0),
+        Err(_) => 0.0,
+    };
+    println!(
+        "{}",
+        line("sweeper", &sweeper_counts(outcome), Some(lag), now_ms())
+    );
+}
+
+/// The webhook drainer's line.
+pub fn emit_drainer(outcome: &DrainOutcome) {
+    let counts = [
+        ("Claimed", outcome.claimed),
+        ("Delivered", outcome.delivered),
+        ("Retried", outcome.retried),
+        ("GivenUp", outcome.given_up),
+    ];
+    println!("{}", line("webhook-drainer", &counts, None, now_ms()));
+}
+
+/// The redrive function's line.
+pub fn emit_redrive(retried: u64, remaining: u64) {
+    let counts = [("Redriven", retried), ("Remaining", remaining)];
+    println!("{}", line("dlq-redrive", &counts, None, now_ms()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_declares_every_metric_it_carries() {
+        let outcome = SweepOutcome {
+            claimed: 5,
+            sent: 3,
+            failed: 1,
+            dead_lettered: 1,
+            ..SweepOutcome::default()
+        };
+        let text = line(
+            "sweeper",
+            &sweeper_counts(&outcome),
+            Some(1.5),
+            1_700_000_000_000,
+        );
+        let document: Value = serde_json::from_str(&text).expect("json");
+        let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics");
+        assert_eq!(declared.len(), 8);
+        for metric in declared {
+            let name = metric["Name"].as_str().expect("name");
+            assert!(
+                document.get(name).is_some_and(|v| v.is_number()),
+                "{name} declared but missing"
+            );
+        }
+        assert_eq!(document["Sent"], 3);
+        assert_eq!(document["QueueLagSeconds"], 1.5);
+        assert_eq!(document["Function"], "sweeper");
+    }
+
+    #[test]
+    fn an_unknown_lag_is_left_out() {
+        let document: Value =
+            serde_json::from_str(&line("webhook-drainer", &[("Delivered", 2)], None, 0))
+                .expect("json");
+        assert!(document.get("QueueLagSeconds").is_none());
+        assert_eq!(
+            document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! The Prometheus text exposition of a [`Snapshot`], encoded by prometheus-client.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Snapshot;
+use crate::notification::Status;
+use crate::queue::stats::LatencyHistogram;
+
+impl Snapshot {
+    /// Prometheus text exposition (OpenMetrics-compatible), encoded by prometheus-client.
+    pub fn prometheus(&self) -> Result<String, std::fmt::Error> {
+        type Labels = Vec<(String, String)>;
+        let mut registry = Registry::with_prefix("notify");
+
+        let notifications = Family::<Labels, Gauge>::default();
+        let attempts = Family::<Labels, Gauge>::default();
+        let deferrals = Family::<Labels, Gauge>::default();
+        let by_status = Family::<Labels, Gauge>::default();
+        let summary = self.summary();
+        // Every status is always present, even at zero.
+        for (status, value) in [
+            (Status::Pending, summary.pending),
+            (Status::Processing, summary.processing),
+            (Status::Sent, summary.sent),
+            (Status::Failed, summary.failed),
+            (Status::DeadLettered, summary.dead_lettered),
+            (Status::Cancelled, summary.cancelled),
+        ] {
+            by_status
+                .get_or_create(&vec![("status".into(), status.as_str().into())])
+                .set(value);
+        }
+        registry.register(
+            "notifications_by_status",
+            "Notifications by status",
+            by_status,
+        );
+        for row in &self.breakdown {
+            let labels = vec![
+                ("status".to_string(), row.status.as_str().to_string()),
+                ("channel".to_string(), row.channel.as_str().to_string()),
+                ("priority".to_string(), row.priority.as_str().to_string()),
+            ];
+            notifications.get_or_create(&labels).inc_by(row.count);
+            attempts.get_or_create(&labels).inc_by(row.attempts);
+            deferrals.get_or_create(&labels).inc_by(row.deferrals);
+        }
+        registry.register(
+            "notifications",
+            "Notifications by status, channel and priority",
+            notifications,
+        );
+        registry.register(
+            "attempts",
+            "Delivery attempts counted so far, by status, channel and priority",
+            attempts,
+        );
+        registry.register(
+            "rate_limit_deferrals",
+            "Times notifications were held back by the per-recipient rate limit",
+            deferrals,
+        );
+
+        let lag = Gauge::<f64, AtomicU64>::default();
+        lag.set(self.queue_lag_seconds);
+        registry.register(
+            "queue_lag_seconds",
+            "Age of the oldest due PENDING notification",
+            lag,
+        );
+
+        registry.register(
+            "delivery_latency_seconds",
+            "Time from the scheduled moment to SENT, for every sent notification",
+            PrecomputedHistogram(self.latency.clone()),
+        );
+
+        let webhooks = Family::<Labels, Gauge>::default();
+        for (state, value) in [
+            ("pending", self.webhooks.pending),
+            ("delivered", self.webhooks.delivered),
+            ("given_up", self.webhooks.given_up),
+        ] {
+            webhooks
+                .get_or_create(&vec![("state".into(), state.into())])
+                .set(value);
+        }
+        registry.register(
+            "webhook_events",
+            "Webhook outbox events by dispatch state",
+            webhooks,
+        );
+
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        Ok(text)
+    }
+}
+
+/// A histogram whose buckets were counted by the database.
+#[derive(Debug)]
+struct PrecomputedHistogram(LatencyHistogram);
+
+impl EncodeMetric for PrecomputedHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(self.0.sum, self.0.count, &self.0.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}

@@ -1,0 +1,156 @@
+//! The gate every delivery passes: at most `WORKER_CONCURRENCY` deliveries in flight per
+//! process (a permit each, shared by every lane of the sweeper), none started once the
+//! sweeper is stopping, and each under the provider time limit.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::{Attempt, Delivery, ProviderOutcome};
+use crate::stop::StopSignal;
+
+#[derive(Debug, Clone)]
+pub struct Gate {
+    permits: Arc<Semaphore>,
+    stop: StopSignal,
+    timeout: Duration,
+}
+
+impl Gate {
+    /// `permits` is shared by every batch of the process; `stop` is the sweeper's.
+    pub fn new(permits: Arc<Semaphore>, stop: StopSignal, timeout: Duration) -> Self {
+        Gate {
+            permits,
+            stop,
+            timeout,
+        }
+    }
+
+    /// The provider time limit of one delivery.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Waits for a free place; `None` when the sweeper stops first, so the delivery is
+    /// never started and its claim goes back untried.
+    pub async fn start(&self) -> Option<SemaphorePermit<'_>> {
+        if self.stop.is_stopped() {
+            return None;
+        }
+        let permit = tokio::select! {
+            permit = self.permits.acquire() => permit.ok()?,
+            () = self.stop.stopped() => return None,
+        };
+        // A stop that came while waiting wins: the place is handed on unused.
+        (!self.stop.is_stopped()).then_some(permit)
+    }
+
+    /// Runs `call` for every delivery of a per-message provider, each once it passes the
+    /// gate and under the time limit (exceeding it is a temporary failure). Answers in the
+    /// batch's order.
+    pub async fn each<'a, F, Fut>(&self, batch: &'a [Delivery<'a>], call: F) -> Vec<Attempt>
+    where
+        F: Fn(&'a Delivery<'a>) -> Fut,
+        Fut: Future<Output = ProviderOutcome>,
+    {
+        let call = &call;
+        let calls = batch.iter().map(|delivery| async move {
+            let Some(_permit) = self.start().await else {
+                return Attempt::NotStarted;
+            };
+            Attempt::Finished(self.limit(call(delivery)).await)
+        });
+        futures::stream::iter(calls)
+            .buffered(batch.len().max(1))
+            .collect()
+            .await
+    }
+
+    /// `call` under the time limit: too slow is a temporary failure.
+    pub async fn limit(&self, call: impl Future<Output = ProviderOutcome>) -> ProviderOutcome {
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| self.timed_out())
+    }
+
+    /// The outcome of a delivery that ran out of time.
+    pub fn timed_out(&self) -> ProviderOutcome {
+        ProviderOutcome::Temporary(format!(
+            "Provider timed out after {}ms",
+            self.timeout.as_millis()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use uuid::Uuid;
+
+    fn batch(payload: &serde_json::Value, n: usize) -> Vec<Delivery<'_>> {
+        (0..n)
+            .map(|_| Delivery {
+                key: Uuid::new_v4(),
+                channel: crate::notification::Channel::Sms,
+                recipient: "r",
+                payload,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn never_more_in_flight_than_permits() {
+        let gate = Gate::new(
+            Arc::new(Semaphore::new(2)),
+            StopSignal::never(),
+            Duration::from_secs(5),
+        );
+        let (now, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let payload = serde_json::json!({});
+        let deliveries = batch(&payload, 7);
+        let attempts = gate
+            .each(&deliveries, |_| async {
+                let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(running, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                ProviderOutcome::Delivered { already: false }
+            })
+            .await;
+        assert_eq!(attempts.len(), 7);
+        assert_eq!(peak.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn the_limit_applies_per_delivery_and_a_stop_starts_nothing_more() {
+        let (handle, stop) = StopSignal::new();
+        let gate = Gate::new(Arc::new(Semaphore::new(1)), stop, Duration::from_millis(50));
+        let payload = serde_json::json!({});
+        let deliveries = batch(&payload, 3);
+        let calls = AtomicUsize::new(0);
+        let attempts = gate
+            .each(&deliveries, |_| async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    // The first is too slow; the stop comes while it runs.
+                    handle.stop();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                ProviderOutcome::Delivered { already: false }
+            })
+            .await;
+        assert_eq!(
+            attempts,
+            [
+                Attempt::Finished(ProviderOutcome::Temporary(
+                    "Provider timed out after 50ms".into()
+                )),
+                Attempt::NotStarted,
+                Attempt::NotStarted,
+            ]
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! The worker's claim, the start fence before the provider call, and handing claims back.
+//! Each statement handles a whole batch in one round trip.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::millis;
+use crate::notification::{Channel, Priority};
+use crate::sql::{Statement, statement};
+
+const CLAIM: Statement = statement!("notifications/claim");
+const START_FENCE: Statement = statement!("notifications/start_fence");
+const RELEASE: Statement = statement!("notifications/release");
+
+/// A notification this worker holds: PROCESSING with `token`.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub token: Uuid,
+    pub recipient: String,
+    pub channel: Channel,
+    pub priority: Priority,
+    pub payload: Value,
+    /// Already counts this attempt.
+    pub attempt_count: i32,
+    pub max_attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Claimed {
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt_count >= self.max_attempts
+    }
+}
+
+/// Claims up to `limit` due notifications in claim order, for `lease`.
+pub async fn claim(
+    db: &impl GenericClient,
+    worker_id: &str,
+    limit: i64,
+    lease: Duration,
+) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+    let statement = CLAIM.prepare(db).await?;
+    let rows = db
+        .query(&statement, &[&limit, &worker_id, &millis(lease)])
+        .await?;
+    let mut claimed = rows
+        .iter()
+        .map(|row| {
+            Ok(Claimed {
+                id: row.try_get("id")?,
+                token: row.try_get("claim_token")?,
+                recipient: row.try_get("recipient")?,
+                channel: row.try_get("channel")?,
+                priority: row.try_get("priority")?,
+                payload: row.try_get("payload")?,
+                attempt_count: row.try_get("attempt_count")?,
+                max_attempts: row.try_get("max_attempts")?,
+                next_attempt_at: row.try_get("next_attempt_at")?,
+                created_at: row.try_get("created_at")?,
+            })
+        })
+        .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+    // UPDATE ... RETURNING has no order of its own; restore the claim order.
+    claimed.sort_by_key(|c| (c.priority, c.next_attempt_at, c.created_at));
+    Ok(claimed)
+}
+
+/// The start fence: the ids of `batch` this worker still holds. A missing id was lost (its
+/// lease expired and another worker recovered it) and must not be sent. A claim with less
+/// than `needed` of lease left is renewed to a full `lease`.
+pub async fn start_fence(
+    db: &impl GenericClient,
+    batch: &[&Claimed],
+    needed: Duration,
+    lease: Duration,
+) -> Result<Vec<Uuid>, tokio_postgres::Error> {
+    let ids: Vec<Uuid> = batch.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
+    let statement = START_FENCE.prepare(db).await?;
+    let rows = db
+        .query(
+            &statement,
+            &[&ids, &tokens, &millis(needed), &millis(lease)],
+        )
+        .await?;
+    rows.iter().map(|row| row.try_get("id")).collect()
+}
+
+/// Hands claims back untried: PENDING, attempt refunded, due at the given time (`None` =
+/// now; a time means a rate-limit deferral and is counted as one). Used on shutdown, near
+/// a Lambda deadline, after an error before the provider was called, and for rate-limit
+/// deferrals. Returns how many were still held.
+pub async fn release(
+    db: &impl GenericClient,
+    batch: &[(&Claimed, Option<DateTime<Utc>>)],
+) -> Result<u64, tokio_postgres::Error> {
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = batch.iter().map(|(c, _)| c.id).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|(c, _)| c.token).collect();
+    let due: Vec<Option<DateTime<Utc>>> = batch.iter().map(|(_, due)| *due).collect();
+    let statement = RELEASE.prepare(db).await?;
+    db.execute(&statement, &[&ids, &tokens, &due]).await
+}

@@ -1,0 +1,196 @@
+//! Creating notifications, one or a batch. The unique key constraint decides idempotency,
+//! so simultaneous duplicates are safe; the request fingerprint then tells a replay from
+//! a conflicting reuse of the key.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::from_row;
+use crate::notification::{Channel, Notification, Priority};
+use crate::sql::{Statement, statement};
+
+const INSERT: Statement = statement!("notifications/insert");
+const FIND_BY_KEY: Statement = statement!("notifications/find_by_key");
+const INSERT_BATCH: Statement = statement!("notifications/insert_batch");
+const FIND_KEYS: Statement = statement!("notifications/find_keys");
+
+/// When a new notification becomes due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Due {
+    /// An absolute instant; one in the past means "due now".
+    At(DateTime<Utc>),
+    /// Seconds after the database's `now()`.
+    AfterSeconds(i32),
+}
+
+impl Due {
+    /// The two nullable parameters the insert statements take: `sendAt`, `delaySeconds`.
+    fn parameters(self) -> (Option<DateTime<Utc>>, Option<i32>) {
+        match self {
+            Due::At(at) => (Some(at), None),
+            Due::AfterSeconds(seconds) => (None, Some(seconds)),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewNotification {
+    pub id: Uuid,
+    pub idempotency_key: String,
+    pub fingerprint: String,
+    pub recipient: String,
+    pub channel: Channel,
+    pub priority: Priority,
+    pub payload: Value,
+    pub due: Due,
+    pub max_attempts: i32,
+    /// The API key that created it; `None` for anonymous access.
+    pub owner_key_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertOutcome {
+    Created(Notification),
+    /// Same key, same fingerprint: the original in its current state.
+    Replayed(Notification),
+    /// Same key, different request.
+    Conflict,
+}
+
+/// Inserts unless the key exists; a notification due now wakes listening sweepers.
+pub async fn insert(
+    db: &impl GenericClient,
+    new: &NewNotification,
+) -> Result<InsertOutcome, tokio_postgres::Error> {
+    let (at, after) = new.due.parameters();
+    let statement = INSERT.prepare(db).await?;
+    let inserted = db
+        .query_opt(
+            &statement,
+            &[
+                &new.id,
+                &new.idempotency_key,
+                &new.fingerprint,
+                &new.recipient,
+                &new.channel,
+                &new.priority,
+                &new.payload,
+                &at,
+                &after,
+                &new.max_attempts,
+                &new.owner_key_id,
+            ],
+        )
+        .await?;
+    if let Some(row) = inserted {
+        return Ok(InsertOutcome::Created(from_row(&row)?));
+    }
+    let statement = FIND_BY_KEY.prepare(db).await?;
+    let existing = db.query_one(&statement, &[&new.idempotency_key]).await?;
+    let fingerprint: String = existing.try_get("fingerprint")?;
+    let owner: Option<Uuid> = existing.try_get("owner_key_id")?;
+    // Another caller's notification is never shown: a key reused across callers conflicts.
+    Ok(
+        if fingerprint == new.fingerprint && owner == new.owner_key_id {
+            InsertOutcome::Replayed(from_row(&existing)?)
+        } else {
+            InsertOutcome::Conflict
+        },
+    )
+}
+
+/// The idempotency outcome of one item of a batch insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOutcome {
+    Created(Uuid),
+    Replayed(Uuid),
+    Conflict,
+}
+
+/// Inserts many notifications with one set-based statement; each item gets its own
+/// idempotency outcome, exactly as if it had been posted alone (an item repeating an
+/// earlier item's key in the same batch is a replay or a conflict of that item).
+pub async fn insert_batch(
+    db: &impl GenericClient,
+    items: &[NewNotification],
+) -> Result<Vec<BatchOutcome>, tokio_postgres::Error> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = items.iter().map(|n| n.id).collect();
+    let keys: Vec<&str> = items.iter().map(|n| n.idempotency_key.as_str()).collect();
+    let fingerprints: Vec<&str> = items.iter().map(|n| n.fingerprint.as_str()).collect();
+    let recipients: Vec<&str> = items.iter().map(|n| n.recipient.as_str()).collect();
+    let channels: Vec<Channel> = items.iter().map(|n| n.channel).collect();
+    let priorities: Vec<Priority> = items.iter().map(|n| n.priority).collect();
+    let payloads: Vec<&Value> = items.iter().map(|n| &n.payload).collect();
+    let (at, after): (Vec<_>, Vec<_>) = items.iter().map(|n| n.due.parameters()).unzip();
+    let max_attempts: Vec<i32> = items.iter().map(|n| n.max_attempts).collect();
+    let owners: Vec<Option<Uuid>> = items.iter().map(|n| n.owner_key_id).collect();
+
+    let statement = INSERT_BATCH.prepare(db).await?;
+    let rows = db
+        .query(
+            &statement,
+            &[
+                &ids,
+                &keys,
+                &fingerprints,
+                &recipients,
+                &channels,
+                &priorities,
+                &payloads,
+                &at,
+                &after,
+                &max_attempts,
+                &owners,
+            ],
+        )
+        .await?;
+    let inserted: HashSet<Uuid> = rows
+        .iter()
+        .map(|row| row.try_get("id"))
+        .collect::<Result<_, _>>()?;
+
+    // Keys that were not inserted belong to an earlier row (or an earlier item of this
+    // batch): read what won to tell replays from conflicts.
+    let lost: Vec<&str> = items
+        .iter()
+        .filter(|n| !inserted.contains(&n.id))
+        .map(|n| n.idempotency_key.as_str())
+        .collect();
+    let mut winners: HashMap<String, (Uuid, String, Option<Uuid>)> = HashMap::new();
+    if !lost.is_empty() {
+        let statement = FIND_KEYS.prepare(db).await?;
+        for row in db.query(&statement, &[&lost]).await? {
+            winners.insert(
+                row.try_get("idempotency_key")?,
+                (
+                    row.try_get("id")?,
+                    row.try_get("fingerprint")?,
+                    row.try_get("owner_key_id")?,
+                ),
+            );
+        }
+    }
+    Ok(items
+        .iter()
+        .map(|item| {
+            if inserted.contains(&item.id) {
+                return BatchOutcome::Created(item.id);
+            }
+            match winners.get(&item.idempotency_key) {
+                Some((id, fingerprint, owner))
+                    if *fingerprint == item.fingerprint && *owner == item.owner_key_id =>
+                {
+                    BatchOutcome::Replayed(*id)
+                }
+                _ => BatchOutcome::Conflict,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,82 @@
+//! The `webhook-drainer` function: its state, built once per container, and one
+//! invocation.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::{DrainOutcome, WebhookDrainer, run};
+use crate::config::Config;
+use crate::stop::StopSignal;
+use crate::{db, deadline, metrics};
+
+/// What one `webhook-drainer` invocation reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainReport {
+    /// False when `WEBHOOK_URL` is not set: events stay in the outbox.
+    pub dispatched: bool,
+    #[serde(flatten)]
+    pub outcome: DrainOutcome,
+}
+
+pub struct DrainerFunction {
+    drainer: Option<Arc<WebhookDrainer>>,
+    timeout: std::time::Duration,
+}
+
+impl DrainerFunction {
+    /// Builds the pool (connections open lazily) and the drainer. Needs `DATABASE_URL`.
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let url = config
+            .database_url
+            .as_deref()
+            .context("DATABASE_URL is required for the deployed functions")?;
+        let pool = db::create_pool(url, config.database_pool_max)?;
+        let drainer = WebhookDrainer::from_config(&pool, config)?.map(Arc::new);
+        Ok(DrainerFunction {
+            drainer,
+            timeout: config.webhook.timeout,
+        })
+    }
+
+    /// Drains until the deadline nears (leaving room for a POST started just before), then
+    /// writes its metrics line and reports.
+    pub async fn invoke(&self, deadline: Instant) -> DrainReport {
+        let Some(drainer) = &self.drainer else {
+            tracing::warn!("WEBHOOK_URL is not set; webhook events stay in the outbox");
+            return DrainReport {
+                dispatched: false,
+                outcome: DrainOutcome::default(),
+            };
+        };
+        let stop = StopSignal::never().with_deadline(deadline::reserve(deadline, self.timeout));
+        let outcome = run(drainer.clone(), stop).await;
+        metrics::emf::emit_drainer(&outcome);
+        DrainReport {
+            dispatched: true,
+            outcome,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_says_whether_anything_was_dispatched() {
+        let report = DrainReport {
+            dispatched: true,
+            outcome: DrainOutcome {
+                delivered: 2,
+                ..DrainOutcome::default()
+            },
+        };
+        let json = serde_json::to_value(report).expect("json");
+        assert_eq!(json["dispatched"], true);
+        assert_eq!(json["delivered"], 2);
+    }
+}
