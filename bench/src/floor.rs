@@ -211,10 +211,9 @@ async fn lane(
             .collect();
         let outcomes = provider.send(&deliveries, &gate).await;
         ensure!(
-            outcomes.iter().all(|o| matches!(
-                o,
-                Attempt::Finished(ProviderOutcome::Delivered { .. })
-            )),
+            outcomes
+                .iter()
+                .all(|o| matches!(o, Attempt::Finished(ProviderOutcome::Delivered { .. }))),
             "the simulated provider refused a delivery: {:?}",
             outcomes.first()
         );

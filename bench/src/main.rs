@@ -177,10 +177,7 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
     if let Ok(url) = std::env::var("DATABASE_URL")
         && !url.trim().is_empty()
     {
-        command = format!(
-            "DATABASE_URL={} {command}",
-            notify_local::redact(&url)
-        );
+        command = format!("DATABASE_URL={} {command}", notify_local::redact(&url));
     }
     let results = Results {
         command,

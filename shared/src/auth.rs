@@ -4,7 +4,7 @@
 //! (everything, including redrive and metrics). The only SQL on `api_keys` lives here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -17,15 +17,17 @@ use uuid::Uuid;
 
 use crate::sql::{Statement, statement};
 
-const VERIFY: Statement = statement!("api_keys/verify");
+const ACTIVE: Statement = statement!("api_keys/active");
 const CREATE: Statement = statement!("api_keys/create");
 const LIST: Statement = statement!("api_keys/list");
 const REVOKE: Statement = statement!("api_keys/revoke");
 const COUNT_ACTIVE: Statement = statement!("api_keys/count_active");
 
 const PREFIX: &str = "nq_";
-/// A verified key is trusted this long before it is checked again (revocation delay).
-const CACHE_TTL: Duration = Duration::from_secs(10);
+/// A snapshot of the active keys is trusted this long (how long a revoked key still works).
+const SNAPSHOT_TTL: Duration = Duration::from_secs(10);
+/// An unknown key id reads the keys again only if the snapshot is older than this.
+const UNKNOWN_KEY_REREAD: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
@@ -84,15 +86,33 @@ pub enum Refusal {
     Unauthenticated,
     /// A valid key without the scope the route needs: 403.
     Forbidden,
+    /// The keys could not be read and none were read before: 503.
+    Unavailable,
 }
 
-/// Verified keys by the SHA-256 of the whole presented key, with when they were verified.
-type VerifiedKeys = Arc<Mutex<HashMap<[u8; 32], (Caller, Instant)>>>;
+/// The active keys as last read: id → (scope, secret hash), and when.
+#[derive(Default)]
+struct Snapshot {
+    keys: HashMap<Uuid, (Scope, String)>,
+    read_at: Option<Instant>,
+}
 
+impl Snapshot {
+    fn age(&self) -> Duration {
+        self.read_at.map_or(Duration::MAX, |at| at.elapsed())
+    }
+}
+
+/// Checks keys against a snapshot of the active ones, read again when it is older than
+/// [`SNAPSHOT_TTL`], or when an unknown key id arrives and it is older than
+/// [`UNKNOWN_KEY_REREAD`] (a key created a moment ago). Unauthenticated traffic, whatever
+/// keys it makes up, costs at most one read per second and never holds a connection.
 #[derive(Clone)]
 pub struct Authenticator {
     pool: Option<Pool>,
-    cache: VerifiedKeys,
+    snapshot: Arc<RwLock<Snapshot>>,
+    /// One reader at a time; the others wait for its snapshot.
+    reading: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Authenticator {
@@ -101,14 +121,16 @@ impl Authenticator {
     pub fn anonymous() -> Self {
         Authenticator {
             pool: None,
-            cache: Arc::default(),
+            snapshot: Arc::default(),
+            reading: Arc::default(),
         }
     }
 
     pub fn with_keys(pool: Pool) -> Self {
         Authenticator {
             pool: Some(pool),
-            cache: Arc::default(),
+            snapshot: Arc::default(),
+            reading: Arc::default(),
         }
     }
 
@@ -116,7 +138,7 @@ impl Authenticator {
         self.pool.is_none()
     }
 
-    /// Checks the `Authorization` header value against the key store.
+    /// Checks the `Authorization` header value.
     pub async fn authorize(
         &self,
         header: Option<&str>,
@@ -125,40 +147,90 @@ impl Authenticator {
         let Some(pool) = &self.pool else {
             return Ok(Caller::ANONYMOUS);
         };
-        let key = header
+        let (id, secret) = header
             .and_then(|h| {
                 h.strip_prefix("Bearer ")
                     .or_else(|| h.strip_prefix("bearer "))
             })
             .map(str::trim)
+            .and_then(split_key)
             .ok_or(Refusal::Unauthenticated)?;
-        let fingerprint: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        let cached = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|cache| cache.get(&fingerprint).copied())
-            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
-            .map(|(caller, _)| caller);
-        let caller = match cached {
-            Some(caller) => caller,
-            None => {
-                let caller = verify(pool, key).await.ok_or(Refusal::Unauthenticated)?;
-                if let Ok(mut cache) = self.cache.lock() {
-                    if cache.len() > 10_000 {
-                        cache.clear();
-                    }
-                    cache.insert(fingerprint, (caller, Instant::now()));
-                }
-                caller
-            }
+        let (age, mut stored) = self.lookup(id);
+        // Read again when the snapshot is stale, or when the id is unknown to a snapshot
+        // older than a second (a key created a moment ago).
+        let stale = match stored {
+            Some(_) => SNAPSHOT_TTL,
+            None => UNKNOWN_KEY_REREAD,
         };
-        if caller.scope.allows(required) {
-            Ok(caller)
+        if age >= stale {
+            self.reread(pool, stale).await?;
+            stored = self.lookup(id).1;
+        }
+        let (scope, hash) = stored.ok_or(Refusal::Unauthenticated)?;
+        let presented = hash_secret(secret);
+        if !bool::from(presented.as_bytes().ct_eq(hash.as_bytes())) {
+            return Err(Refusal::Unauthenticated);
+        }
+        if scope.allows(required) {
+            Ok(Caller {
+                key_id: Some(id),
+                scope,
+            })
         } else {
             Err(Refusal::Forbidden)
         }
     }
+
+    /// The snapshot's age and what it holds for `id`.
+    fn lookup(&self, id: Uuid) -> (Duration, Option<(Scope, String)>) {
+        match self.snapshot.read() {
+            Ok(snapshot) => (snapshot.age(), snapshot.keys.get(&id).cloned()),
+            Err(_) => (Duration::MAX, None),
+        }
+    }
+
+    /// Reads the active keys again unless a snapshot younger than `older_than` exists
+    /// (another request may just have read it). When the database cannot be read, an
+    /// existing snapshot stays in use; without one, the request is refused as unavailable.
+    async fn reread(&self, pool: &Pool, older_than: Duration) -> Result<(), Refusal> {
+        let _reading = self.reading.lock().await;
+        let age = self.snapshot.read().map_or(Duration::MAX, |s| s.age());
+        if age < older_than {
+            return Ok(());
+        }
+        match read_active_keys(pool).await {
+            Ok(keys) => {
+                if let Ok(mut snapshot) = self.snapshot.write() {
+                    *snapshot = Snapshot {
+                        keys,
+                        read_at: Some(Instant::now()),
+                    };
+                }
+                Ok(())
+            }
+            Err(error) if age == Duration::MAX => {
+                tracing::error!(error = %crate::telemetry::describe(&error), "cannot read the API keys");
+                Err(Refusal::Unavailable)
+            }
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::describe(&error), "cannot read the API keys; using the last snapshot");
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn read_active_keys(pool: &Pool) -> anyhow::Result<HashMap<Uuid, (Scope, String)>> {
+    let db = pool.get().await?;
+    let statement = ACTIVE.prepare(&db).await?;
+    let mut keys = HashMap::new();
+    for row in db.query(&statement, &[]).await? {
+        let scope: String = row.try_get("scope")?;
+        let scope = Scope::parse(&scope)
+            .ok_or_else(|| anyhow::anyhow!("unknown key scope {scope:?} in the database"))?;
+        keys.insert(row.try_get("id")?, (scope, row.try_get("secret_hash")?));
+    }
+    Ok(keys)
 }
 
 /// The message when keys are required but none exist.
@@ -192,23 +264,6 @@ fn split_key(key: &str) -> Option<(Uuid, &str)> {
 
 fn hash_secret(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
-}
-
-async fn verify(pool: &Pool, key: &str) -> Option<Caller> {
-    let (id, secret) = split_key(key)?;
-    let db = pool.get().await.ok()?;
-    let statement = VERIFY.prepare(&db).await.ok()?;
-    let row = db.query_opt(&statement, &[&id]).await.ok()??;
-    let scope: String = row.try_get("scope").ok()?;
-    let stored: String = row.try_get("secret_hash").ok()?;
-    let presented = hash_secret(secret);
-    if !bool::from(presented.as_bytes().ct_eq(stored.as_bytes())) {
-        return None;
-    }
-    Some(Caller {
-        key_id: Some(id),
-        scope: Scope::parse(&scope)?,
-    })
 }
 
 /// A key as listed (never its secret).

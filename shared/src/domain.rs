@@ -117,8 +117,9 @@ macro_rules! text_enum {
         impl<'a> FromSql<'a> for $type {
             fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn Error + Sync + Send>> {
                 let text = <&str as FromSql>::from_sql(ty, raw)?;
-                $type::parse(text)
-                    .ok_or_else(|| format!(concat!("unknown ", $what, " {:?} in the database"), text).into())
+                $type::parse(text).ok_or_else(|| {
+                    format!(concat!("unknown ", $what, " {:?} in the database"), text).into()
+                })
             }
 
             fn accepts(ty: &Type) -> bool {
@@ -127,7 +128,11 @@ macro_rules! text_enum {
         }
 
         impl ToSql for $type {
-            fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+            fn to_sql(
+                &self,
+                ty: &Type,
+                out: &mut BytesMut,
+            ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
                 self.as_str().to_sql(ty, out)
             }
 
@@ -162,7 +167,11 @@ impl<'a> FromSql<'a> for Priority {
 }
 
 impl ToSql for Priority {
-    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
         self.rank().to_sql(ty, out)
     }
 

@@ -43,7 +43,11 @@ impl Problems {
 
     /// `Ok(value)` when nothing was found, else every problem.
     pub fn or<T>(self, value: T) -> Result<T, Problems> {
-        if self.is_empty() { Ok(value) } else { Err(self) }
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
     }
 
     /// A property the request may not have.

@@ -29,6 +29,33 @@ pub struct Admission<'a> {
     pub deferred: Vec<(&'a Claimed, DateTime<Utc>)>,
 }
 
+/// One recipient's window while a batch is admitted.
+#[derive(Debug, Default)]
+struct Window {
+    /// Times of its live reservations, oldest first (new admissions at the end).
+    slots: Vec<DateTime<Utc>>,
+    /// Notifications refused so far in this batch.
+    refused: usize,
+}
+
+impl Window {
+    /// When the next refused notification may go: the k-th refused waits for the k-th
+    /// oldest slot to leave the window, and past the last slot for the slot the deferral
+    /// before it will have taken, a window later. So a backlog is spread over the slots
+    /// as they free, instead of every deferral waking at the same instant.
+    fn next_free(&mut self, length: TimeDelta) -> DateTime<Utc> {
+        let k = self.refused;
+        self.refused += 1;
+        let n = self.slots.len().max(1);
+        let rounds = i32::try_from(k / n + 1).unwrap_or(i32::MAX);
+        let oldest = self.slots.get(k % n).copied().unwrap_or_else(Utc::now);
+        length
+            .checked_mul(rounds)
+            .and_then(|wait| oldest.checked_add_signed(wait))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+}
+
 /// Locks the recipients of a batch for the rest of the transaction, in a fixed order.
 pub async fn lock_recipients(
     tx: &impl GenericClient,
@@ -59,7 +86,8 @@ pub async fn admit<'a>(
     let statement = LIVE.prepare(tx).await?;
     let rows = tx.query(&statement, &[&recipients, &window_ms]).await?;
 
-    let mut live: HashMap<String, (i64, Option<DateTime<Utc>>)> = HashMap::new();
+    // Per recipient: the times of its live reservations, oldest first.
+    let mut windows: HashMap<String, Window> = HashMap::new();
     let mut holders: HashSet<Uuid> = HashSet::new();
     let mut now: Option<DateTime<Utc>> = None;
     for row in &rows {
@@ -68,18 +96,20 @@ pub async fn admit<'a>(
         let Some(reserved_at) = row.try_get::<_, Option<DateTime<Utc>>>("reserved_at")? else {
             continue;
         };
-        let recipient: String = row.try_get("recipient")?;
         holders.insert(row.try_get("notification_id")?);
-        let entry = live.entry(recipient).or_insert((0, None));
-        entry.0 += 1;
-        entry.1 = Some(
-            entry
-                .1
-                .map_or(reserved_at, |oldest: DateTime<Utc>| oldest.min(reserved_at)),
-        );
+        let recipient: String = row.try_get("recipient")?;
+        windows
+            .entry(recipient)
+            .or_default()
+            .slots
+            .push(reserved_at);
+    }
+    for window in windows.values_mut() {
+        window.slots.sort();
     }
     let now = now.unwrap_or_else(Utc::now);
-    let window = TimeDelta::from_std(limit.window).unwrap_or(TimeDelta::MAX);
+    let length = TimeDelta::from_std(limit.window).unwrap_or(TimeDelta::MAX);
+    let max = usize::try_from(limit.max_notifications).unwrap_or(usize::MAX);
 
     let mut admission = Admission {
         admitted: Vec::new(),
@@ -87,18 +117,15 @@ pub async fn admit<'a>(
     };
     let mut reserve: Vec<&Claimed> = Vec::new();
     for claim in batch {
-        let (count, oldest) = live.entry(claim.recipient.clone()).or_insert((0, None));
+        let window = windows.entry(claim.recipient.clone()).or_default();
         if holders.contains(&claim.id) {
             admission.admitted.push(claim);
-        } else if *count < limit.max_notifications {
-            *count += 1;
-            *oldest = Some(oldest.map_or(now, |o| o.min(now)));
+        } else if window.slots.len() < max {
+            window.slots.push(now);
             reserve.push(claim);
             admission.admitted.push(claim);
         } else {
-            // A slot frees when the oldest reservation leaves the window.
-            let frees_at = oldest.map_or(now, |o| o + window);
-            admission.deferred.push((claim, frees_at));
+            admission.deferred.push((claim, window.next_free(length)));
         }
     }
 
@@ -120,4 +147,31 @@ pub async fn prune_expired(
     let window_ms = millis(window);
     let statement = PRUNE.prepare(db).await?;
     db.execute(&statement, &[&window_ms]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deferrals_are_spread_over_the_slots_as_they_free() {
+        let t0 = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).expect("time");
+        let second = TimeDelta::seconds(1);
+        let mut window = Window {
+            slots: vec![t0, t0 + second * 10],
+            refused: 0,
+        };
+        let hour = TimeDelta::hours(1);
+        let waits: Vec<DateTime<Utc>> = (0..5).map(|_| window.next_free(hour)).collect();
+        assert_eq!(
+            waits,
+            [
+                t0 + hour,
+                t0 + second * 10 + hour,
+                t0 + hour * 2,
+                t0 + second * 10 + hour * 2,
+                t0 + hour * 3,
+            ]
+        );
+    }
 }

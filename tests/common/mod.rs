@@ -40,7 +40,9 @@ impl Drop for TestDb {
                 .enable_all()
                 .build()
                 .ok()?;
-            runtime.block_on(scratch::drop_database(&admin_url, &name)).ok()
+            runtime
+                .block_on(scratch::drop_database(&admin_url, &name))
+                .ok()
         })
         .join();
     }
@@ -94,7 +96,9 @@ async fn template_name(admin_url: &str) -> String {
         .is_some();
     if !exists {
         let building = format!("{name}_building");
-        scratch::drop_database(admin_url, &building).await.expect("drop");
+        scratch::drop_database(admin_url, &building)
+            .await
+            .expect("drop");
         admin
             .batch_execute(&format!("CREATE DATABASE \"{building}\""))
             .await

@@ -20,7 +20,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         db::migrate(url).await?;
     }
     // Built once per container; connections open on first use.
-    let pool = db::create_pool(url, config.database_pool_max)?;
+    let pool = db::pool_from_config(&config)?;
     // Refuses to start without keys unless anonymous access is explicitly allowed.
     let auth = notify_shared::auth::authenticator_for(&pool, config.allow_anonymous).await?;
     let state = AppState {

@@ -30,6 +30,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     port: u16,
+    /// The `postgres` user's password, random per cluster.
+    password: String,
     /// Where `postgres` lives and whom it runs as: kept so [`EmbeddedPostgres::restart`]
     /// can launch it again exactly as [`EmbeddedPostgres::start`] did.
     bin_dir: PathBuf,
@@ -47,24 +49,32 @@ impl EmbeddedPostgres {
         fs::create_dir_all(base_dir)
             .with_context(|| format!("cannot create {}", base_dir.display()))?;
         // As root the server runs as another user, who must be able to reach the folder;
-        // under a private home (mode 700) it cannot, so use the temporary folder instead.
+        // under a private home (mode 700) it cannot, so use a new folder of the temporary
+        // directory instead: a random name, created here (never one that already exists),
+        // that others may pass through but not list.
         let fallback;
         let base_dir = if run_as.is_some() && !reachable_by_others(base_dir) {
-            fallback = std::env::temp_dir().join("notify-queue-embedded-postgres");
-            fs::create_dir_all(&fallback)?;
+            fallback = private_temp_dir()?;
             fallback.as_path()
         } else {
+            let _ = fs::set_permissions(base_dir, fs::Permissions::from_mode(0o755));
             base_dir
         };
-        let _ = fs::set_permissions(base_dir, fs::Permissions::from_mode(0o755));
         remove_stale_clusters(base_dir);
 
         let port = free_port()?;
         let data_dir = base_dir.join(format!("{}-{port}", std::process::id()));
         fs::create_dir_all(&data_dir)?;
         fs::set_permissions(&data_dir, fs::Permissions::from_mode(0o700))?;
+        // Password authentication with a random password, even on loopback: other users
+        // of the machine cannot connect.
+        let password = random_password();
+        let password_file = base_dir.join(format!(".{}-{port}.pw", std::process::id()));
+        fs::write(&password_file, &password)?;
+        fs::set_permissions(&password_file, fs::Permissions::from_mode(0o600))?;
         if let Some(user) = run_as {
             chown(&data_dir, user)?;
+            chown(&password_file, user)?;
         }
 
         let output = with_user(Command::new(bin_dir.join("initdb")), run_as, false)
@@ -74,15 +84,18 @@ impl EmbeddedPostgres {
                 "-U",
                 "postgres",
                 "-A",
-                "trust",
+                "scram-sha-256",
                 "-E",
                 "UTF8",
                 "--locale=C",
                 "--no-sync",
             ])
+            .arg(format!("--pwfile={}", password_file.display()))
             .stdin(Stdio::null())
             .output()
-            .context("cannot run initdb")?;
+            .context("cannot run initdb");
+        let _ = fs::remove_file(&password_file);
+        let output = output?;
         if !output.status.success() {
             let _ = fs::remove_dir_all(&data_dir);
             bail!(
@@ -96,6 +109,7 @@ impl EmbeddedPostgres {
         let mut server = EmbeddedPostgres {
             data_dir,
             port,
+            password,
             bin_dir,
             run_as,
             child: None,
@@ -152,8 +166,8 @@ impl EmbeddedPostgres {
     pub fn url_for(&self, database: &str) -> String {
         // A private server on loopback: TLS would only cost start-up time.
         format!(
-            "postgres://postgres@127.0.0.1:{}/{database}?sslmode=disable",
-            self.port
+            "postgres://postgres:{}@127.0.0.1:{}/{database}?sslmode=disable",
+            self.password, self.port
         )
     }
 
@@ -185,6 +199,14 @@ impl EmbeddedPostgres {
     pub fn stop(&mut self) {
         self.shut_down();
         let _ = fs::remove_dir_all(&self.data_dir);
+        // The private temporary folder made for this cluster, now empty.
+        if let Some(parent) = self.data_dir.parent()
+            && parent
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("notify-queue-pg-"))
+        {
+            let _ = fs::remove_dir(parent);
+        }
     }
 
     /// Fast shutdown of the postmaster, if it runs; the data folder stays.
@@ -339,6 +361,24 @@ fn reachable_by_others(dir: &Path) -> bool {
     };
     dir.ancestors()
         .all(|folder| fs::metadata(folder).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+/// 32 random letters and digits: safe in a URL as it is.
+fn random_password() -> String {
+    use rand::Rng;
+    rand::rng()
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect()
+}
+
+/// A new folder in the temporary directory with a random name, mode 711.
+fn private_temp_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("notify-queue-pg-{}", random_password()));
+    fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o711))?;
+    Ok(dir)
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -47,7 +47,9 @@ pub async fn command(config: &Config, args: &[String]) -> anyhow::Result<()> {
         Some("list") => {
             for key in auth::list_keys(&client).await? {
                 let state = match key.revoked_at {
-                    Some(at) => format!("revoked {}", notify_shared::notification::format_time(&at)),
+                    Some(at) => {
+                        format!("revoked {}", notify_shared::notification::format_time(&at))
+                    }
                     None => "active".to_string(),
                 };
                 println!(
@@ -65,14 +67,10 @@ pub async fn command(config: &Config, args: &[String]) -> anyhow::Result<()> {
                 .get(1)
                 .and_then(|id| uuid::Uuid::try_parse(id).ok())
                 .with_context(|| format!("revoke needs a key id (see `keys list`)\n{USAGE}"))?;
-            anyhow::ensure!(
-                auth::revoke_key(&client, id).await?,
-                "no active key {id}"
-            );
+            anyhow::ensure!(auth::revoke_key(&client, id).await?, "no active key {id}");
             eprintln!("revoked {id}; running processes stop accepting it within 10 s");
         }
         _ => anyhow::bail!("{USAGE}"),
     }
     Ok(())
 }
-

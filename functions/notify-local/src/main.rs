@@ -66,9 +66,6 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
         anyhow::anyhow!("migrate needs DATABASE_URL: the database to bring up to date")
     })?;
     notify_shared::db::migrate(url).await?;
-    eprintln!(
-        "notify-local: {} is up to date",
-        notify_local::redact(url)
-    );
+    eprintln!("notify-local: {} is up to date", notify_local::redact(url));
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use notify_shared::config::Config;
+use notify_shared::config::{AppRole, Config};
 use notify_shared::db;
 use notify_shared::intake::{self, AppState, Routes};
 use notify_shared::stop::{StopSignal, stop_on_signals};
@@ -43,7 +43,7 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     eprintln!("notify-local: database {}", redact(&database_url));
 
     db::migrate(&database_url).await?;
-    let pool = db::create_pool(&database_url, config.database_pool_max)?;
+    let (api_pool, pool) = pools(&database_url, &config)?;
 
     let mut workers = None;
     let mut drainer = None;
@@ -68,7 +68,7 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         Routes::HealthOnly
     };
     // The local runner may run without keys, and says so loudly.
-    let auth = notify_shared::auth::authenticator_for(&pool, true).await?;
+    let auth = notify_shared::auth::authenticator_for(&api_pool, true).await?;
     if auth.is_anonymous() {
         let warning = "no API keys exist: EVERY ROUTE IS OPEN TO ANYONE who can reach this port \
                        (create a key with `notify-local keys create --scope operator`)";
@@ -76,7 +76,7 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let state = AppState {
-        pool: pool.clone(),
+        pool: api_pool.clone(),
         max_attempts: config.retry.max_attempts(),
         auth,
     };
@@ -107,9 +107,28 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         await_loop("webhook drainer", drainer, deadline).await;
     }
     pool.close();
+    api_pool.close();
     drop(embedded);
     eprintln!("notify-local: stopped");
     Ok(())
+}
+
+/// The HTTP API's pool and the workers' pool. With both roles in one process the API gets
+/// its own share of `DATABASE_POOL_MAX` (half, at least one), so a busy sweeper cannot
+/// starve it; with one role, that role has all of them.
+fn pools(url: &str, config: &Config) -> anyhow::Result<(db::DbPool, db::DbPool)> {
+    let timeouts = &config.database_timeouts;
+    let total = config.database_pool_max;
+    if config.app_role != AppRole::All {
+        let pool = db::create_pool_with(url, total, timeouts)?;
+        return Ok((pool.clone(), pool));
+    }
+    let api = total.div_ceil(2).max(1);
+    let workers = total.saturating_sub(api).max(1);
+    Ok((
+        db::create_pool_with(url, api, timeouts)?,
+        db::create_pool_with(url, workers, timeouts)?,
+    ))
 }
 
 async fn await_loop<T: std::fmt::Debug>(
@@ -124,18 +143,33 @@ async fn await_loop<T: std::fmt::Debug>(
     }
 }
 
-/// The URL without its password, for logs.
+/// The URL without its password, for logs: neither the one before `@` nor a `password`
+/// parameter of the query string is shown.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match (base.find("://"), base.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let credentials = &url[scheme_end + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_string(),
+            match base[scheme_end + 3..at].split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &base[..scheme_end + 3], &base[at..]),
+                None => base.to_string(),
             }
         }
-        _ => url.to_string(),
-    }
+        _ => base.to_string(),
+    };
+    let Some(query) = query else {
+        return base;
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
 }
 
 #[cfg(test)]
@@ -147,5 +181,9 @@ mod tests {
             "postgres://u:***@h:5432/db"
         );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            super::redact("postgres://u@h/db?sslmode=require&password=secret&x=1"),
+            "postgres://u@h/db?sslmode=require&password=***&x=1"
+        );
     }
 }

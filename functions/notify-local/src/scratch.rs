@@ -46,5 +46,4 @@ mod tests {
         );
         assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
     }
-
 }

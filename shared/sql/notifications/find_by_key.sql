@@ -1,7 +1,9 @@
--- The notification holding an idempotency key, with what decides replay or conflict.
+-- The notification owner $2 (NULL: anonymous) created with idempotency key $1, with the
+-- fingerprint that decides replay or conflict.
 SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
        attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
        redrive_count, last_redriven_at, created_at, updated_at,
-       fingerprint, owner_key_id
+       fingerprint
 FROM notifications
-WHERE idempotency_key = $1
+WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = coalesce($2, '00000000-0000-0000-0000-000000000000'::uuid)
+  AND idempotency_key = $1

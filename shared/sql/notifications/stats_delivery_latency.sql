@@ -1,9 +1,5 @@
--- Delivery latency (sent_at - scheduled_at, floored at 0) of SENT notifications, counted
--- per bucket. $1: the bucket bounds negated and reversed, $2: how many bounds. Prometheus
--- buckets are "less than or equal": a value's bucket is the number of bounds strictly
--- below it, which width_bucket gives on negated values.
-SELECT $2::int4 - width_bucket(-latency, $1::float8[]) AS bucket, count(*) AS count,
-       sum(latency) AS sum
-FROM (SELECT greatest(extract(epoch FROM sent_at - scheduled_at)::float8, 0) AS latency
-      FROM notifications WHERE status = 'SENT') AS sent
+-- Deliveries per latency bucket (0 to 10: the bounds in order; 11: above every bound)
+-- and their summed latency, as the triggers of migration V7 count every transition to SENT.
+SELECT bucket, sum(deliveries)::int8 AS count, sum(seconds)::float8 AS sum
+FROM delivery_latency_counts
 GROUP BY bucket

@@ -37,6 +37,7 @@ pub struct Config {
     /// `None` means "no URL given": the local runner starts its own PostgreSQL.
     pub database_url: Option<String>,
     pub database_pool_max: usize,
+    pub database_timeouts: DatabaseTimeouts,
     pub app_role: AppRole,
     /// Deployed API: serve without keys when none exist (`ALLOW_ANONYMOUS=true`).
     pub allow_anonymous: bool,
@@ -47,6 +48,35 @@ pub struct Config {
     pub mock: MockProviderConfig,
     pub webhook: WebhookConfig,
     pub scheduler: SchedulerConfig,
+}
+
+/// How long database work may wait before it fails instead of hanging: a stalled server
+/// or a drained pool turns into an error (HTTP 503), never into a request that waits
+/// forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseTimeouts {
+    /// Opening a connection (TCP, TLS, authentication).
+    pub connect: Duration,
+    /// Waiting for a pooled connection.
+    pub pool_wait: Duration,
+    /// One statement (`statement_timeout`).
+    pub statement: Duration,
+    /// Waiting for a row or table lock (`lock_timeout`).
+    pub lock: Duration,
+    /// A transaction left open with nothing running (`idle_in_transaction_session_timeout`).
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for DatabaseTimeouts {
+    fn default() -> Self {
+        DatabaseTimeouts {
+            connect: Duration::from_secs(5),
+            pool_wait: Duration::from_secs(5),
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(10),
+            idle_in_transaction: Duration::from_secs(60),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +139,7 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("database_url", &self.database_url.as_ref().map(|_| "***"))
             .field("database_pool_max", &self.database_pool_max)
+            .field("database_timeouts", &self.database_timeouts)
             .field("app_role", &self.app_role)
             .field("allow_anonymous", &self.allow_anonymous)
             .field("port", &self.port)
@@ -182,6 +213,21 @@ impl Config {
 
         let database_url = env.string("DATABASE_URL");
         let database_pool_max = env.number("DATABASE_POOL_MAX", 10u64, 1, 1000) as usize;
+        let defaults = DatabaseTimeouts::default();
+        let mut timeout = |name: &str, default: Duration| {
+            let default_ms = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+            Duration::from_millis(env.number(name, default_ms, 1, 86_400_000))
+        };
+        let database_timeouts = DatabaseTimeouts {
+            connect: timeout("DATABASE_CONNECT_TIMEOUT_MS", defaults.connect),
+            pool_wait: timeout("DATABASE_POOL_TIMEOUT_MS", defaults.pool_wait),
+            statement: timeout("DATABASE_STATEMENT_TIMEOUT_MS", defaults.statement),
+            lock: timeout("DATABASE_LOCK_TIMEOUT_MS", defaults.lock),
+            idle_in_transaction: timeout(
+                "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+                defaults.idle_in_transaction,
+            ),
+        };
         let app_role = match env.string("APP_ROLE").as_deref() {
             None | Some("all") => AppRole::All,
             Some("api") => AppRole::Api,
@@ -267,6 +313,7 @@ impl Config {
         Ok(Config {
             database_url,
             database_pool_max,
+            database_timeouts,
             app_role,
             allow_anonymous,
             port,
@@ -335,7 +382,10 @@ mod tests {
         ]))
         .expect("valid");
         let debug = format!("{config:?}");
-        assert!(!debug.contains("hunter2") && !debug.contains("MfKQ9r8G"), "{debug}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("MfKQ9r8G"),
+            "{debug}"
+        );
         assert!(config.webhook.signing_key.is_some());
     }
 

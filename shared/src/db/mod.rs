@@ -9,6 +9,8 @@ use native_tls::TlsConnector;
 use postgres_native_tls::MakeTlsConnector;
 use tokio_postgres::config::SslMode;
 
+use crate::config::{Config, DatabaseTimeouts};
+
 pub use deadpool_postgres::{Object as PooledClient, Pool as DbPool};
 
 mod embedded_migrations {
@@ -77,12 +79,46 @@ fn tls_connector(verification: TlsVerification) -> anyhow::Result<MakeTlsConnect
     Ok(slot.get_or_init(|| connector).clone())
 }
 
-/// Builds a connection pool. No connection is opened until one is needed.
+/// Builds a connection pool with the default timeouts. No connection is opened until one
+/// is needed.
 pub fn create_pool(url: &str, max_size: usize) -> anyhow::Result<Pool> {
+    create_pool_with(url, max_size, &DatabaseTimeouts::default())
+}
+
+/// The pool a deployed function or the local runner uses: `DATABASE_URL`, its size and
+/// timeouts from configuration.
+pub fn pool_from_config(config: &Config) -> anyhow::Result<Pool> {
+    let url = config
+        .database_url
+        .as_deref()
+        .context("DATABASE_URL is required for the deployed functions")?;
+    create_pool_with(url, config.database_pool_max, &config.database_timeouts)
+}
+
+/// Builds a connection pool whose connections and statements give up after `timeouts`.
+pub fn create_pool_with(
+    url: &str,
+    max_size: usize,
+    timeouts: &DatabaseTimeouts,
+) -> anyhow::Result<Pool> {
     let (mut pg_config, verification) = parse_url(url)?;
     if pg_config.get_application_name().is_none() {
         pg_config.application_name("notify-queue");
     }
+    pg_config.connect_timeout(timeouts.connect);
+    // Session settings sent in the start-up message: no extra round trip per connection.
+    let mut options = pg_config.get_options().unwrap_or_default().to_string();
+    for (name, value) in [
+        ("statement_timeout", timeouts.statement),
+        ("lock_timeout", timeouts.lock),
+        (
+            "idle_in_transaction_session_timeout",
+            timeouts.idle_in_transaction,
+        ),
+    ] {
+        options.push_str(&format!(" -c {name}={}", value.as_millis()));
+    }
+    pg_config.options(options.trim());
     let config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
@@ -94,6 +130,10 @@ pub fn create_pool(url: &str, max_size: usize) -> anyhow::Result<Pool> {
     };
     Pool::builder(manager)
         .max_size(max_size)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(timeouts.pool_wait))
+        .create_timeout(Some(timeouts.connect))
+        .recycle_timeout(Some(timeouts.connect))
         .build()
         .context("cannot build the connection pool")
 }

@@ -13,9 +13,9 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::read_json;
 use super::error::{ApiError, FieldError};
-use crate::problems::Problems;
 use super::validation::validate_create;
 use crate::auth::Caller;
+use crate::problems::Problems;
 use crate::queue::{self, BatchOutcome, NewNotification};
 
 pub const BATCH_BODY_LIMIT: usize = 8 * 1024 * 1024;

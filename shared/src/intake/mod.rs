@@ -23,8 +23,8 @@ use deadpool_postgres::Pool;
 use crate::auth::{Authenticator, Refusal, Scope};
 use error::ApiError;
 
-pub use request::CreateRequest;
 pub use middleware::request_id_for;
+pub use request::CreateRequest;
 
 /// What handlers share; built once per process.
 #[derive(Clone)]
@@ -115,6 +115,7 @@ async fn authorize(
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             response
         }
+        Err(Refusal::Unavailable) => ApiError::unavailable().into_response(),
         Err(Refusal::Forbidden) => ApiError::new(
             StatusCode::FORBIDDEN,
             format!(

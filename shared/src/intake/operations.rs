@@ -71,7 +71,12 @@ pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), Ap
         match key.as_str() {
             "status" => {
                 filter.status = problems
-                    .one_of("status", value.as_str(), redrivable, "DEAD_LETTERED, FAILED")
+                    .one_of(
+                        "status",
+                        value.as_str(),
+                        redrivable,
+                        "DEAD_LETTERED, FAILED",
+                    )
                     .or(filter.status);
             }
             "recipient" => match value.as_str() {

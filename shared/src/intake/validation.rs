@@ -34,7 +34,13 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
     problems.only(object, &FIELDS);
 
     let recipient = problems.required_text(object, "recipient", RECIPIENT_MAX);
-    let channel = required_one_of(&mut problems, object, "channel", Channel::parse, "EMAIL, SMS, PUSH");
+    let channel = required_one_of(
+        &mut problems,
+        object,
+        "channel",
+        Channel::parse,
+        "EMAIL, SMS, PUSH",
+    );
     let priority = required_one_of(
         &mut problems,
         object,
@@ -158,21 +164,41 @@ pub(crate) fn parse_iso_date_time(text: &str) -> Result<DateTime<Utc>, &'static 
     if !shaped || !text.is_ascii() {
         return Err(INVALID);
     }
+    if !has_offset(bytes) {
+        // No offset, or one in another spelling (+0100, +01): the message says which.
+        let time = &text[11..];
+        let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+            .iter()
+            .any(|format| NaiveDateTime::parse_from_str(text, format).is_ok());
+        return Err(if naive || time.contains(['+', '-']) {
+            NO_OFFSET
+        } else {
+            INVALID
+        });
+    }
     let with_offset = text
         .strip_suffix('Z')
         .map(|s| format!("{s}+00:00"))
         .unwrap_or_else(|| text.to_string());
-    for format in ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"] {
-        if let Ok(at) = DateTime::<FixedOffset>::parse_from_str(&with_offset, format) {
-            return Ok(at.with_timezone(&Utc));
-        }
+    ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"]
+        .iter()
+        .find_map(|format| DateTime::<FixedOffset>::parse_from_str(&with_offset, format).ok())
+        .map(|at| at.with_timezone(&Utc))
+        .ok_or(INVALID)
+}
+
+/// Ends in `Z` or `±HH:MM`, the only offsets the contract allows.
+fn has_offset(bytes: &[u8]) -> bool {
+    if bytes.ends_with(b"Z") {
+        return true;
     }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
-        if NaiveDateTime::parse_from_str(text, format).is_ok() {
-            return Err(NO_OFFSET);
-        }
-    }
-    Err(INVALID)
+    let Some(offset) = bytes.len().checked_sub(6).map(|start| &bytes[start..]) else {
+        return false;
+    };
+    matches!(offset[0], b'+' | b'-')
+        && offset[1..3].iter().all(u8::is_ascii_digit)
+        && offset[3] == b':'
+        && offset[4..6].iter().all(u8::is_ascii_digit)
 }
 
 #[cfg(test)]
@@ -268,6 +294,13 @@ mod tests {
                 parse_iso_date_time(bad),
                 Err("sendAt must be a valid ISO 8601 date-time"),
                 "{bad}"
+            );
+        }
+        for other_spelling in ["2026-09-24T09:30:00+0100", "2026-09-24T09:30:00+01"] {
+            assert_eq!(
+                parse_iso_date_time(other_spelling),
+                Err("sendAt must include a timezone offset (Z or ±HH:MM)"),
+                "{other_spelling}"
             );
         }
         let a = parse_iso_date_time("2026-09-24T09:30:00+01:00").expect("offset");

@@ -48,5 +48,6 @@ pub enum Attempt {
 /// Every delivery passes the `gate` before it starts: a per-message provider sends each
 /// through [`Gate::each`]; one with a true batch API takes a place per message it carries.
 pub trait Provider: Send + Sync {
-    fn send<'a>(&'a self, batch: &'a [Delivery<'a>], gate: &'a Gate) -> BoxFuture<'a, Vec<Attempt>>;
+    fn send<'a>(&'a self, batch: &'a [Delivery<'a>], gate: &'a Gate)
+    -> BoxFuture<'a, Vec<Attempt>>;
 }

@@ -76,7 +76,10 @@ impl SimulatedProvider {
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;
         let rows = db
-            .query(&statement, &[&keys, &channels, &recipients, &store, &taken_at])
+            .query(
+                &statement,
+                &[&keys, &channels, &recipients, &store, &taken_at],
+            )
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;
 
@@ -84,10 +87,16 @@ impl SimulatedProvider {
         let mut stored = std::collections::HashSet::new();
         for row in &rows {
             let key: Uuid = row.try_get("key").map_err(|e| e.to_string())?;
-            if row.try_get::<_, bool>("already").map_err(|e| e.to_string())? {
+            if row
+                .try_get::<_, bool>("already")
+                .map_err(|e| e.to_string())?
+            {
                 already.insert(key);
             }
-            if row.try_get::<_, bool>("stored").map_err(|e| e.to_string())? {
+            if row
+                .try_get::<_, bool>("stored")
+                .map_err(|e| e.to_string())?
+            {
                 stored.insert(key);
             }
         }
@@ -114,7 +123,11 @@ impl Provider for SimulatedProvider {
     /// Each delivery takes its place at the gate and waits `MOCK_LATENCY_MS` (the call a
     /// real provider would make); the idempotency store then answers for every delivery
     /// that got through in one statement.
-    fn send<'a>(&'a self, batch: &'a [Delivery<'a>], gate: &'a Gate) -> BoxFuture<'a, Vec<Attempt>> {
+    fn send<'a>(
+        &'a self,
+        batch: &'a [Delivery<'a>],
+        gate: &'a Gate,
+    ) -> BoxFuture<'a, Vec<Attempt>> {
         async move {
             let latency = self.config.latency;
             // Each call ends with the time the "provider" took the message, or early

@@ -90,17 +90,15 @@ pub async fn insert(
         return Ok(InsertOutcome::Created(from_row(&row)?));
     }
     let statement = FIND_BY_KEY.prepare(db).await?;
-    let existing = db.query_one(&statement, &[&new.idempotency_key]).await?;
+    let existing = db
+        .query_one(&statement, &[&new.idempotency_key, &new.owner_key_id])
+        .await?;
     let fingerprint: String = existing.try_get("fingerprint")?;
-    let owner: Option<Uuid> = existing.try_get("owner_key_id")?;
-    // Another caller's notification is never shown: a key reused across callers conflicts.
-    Ok(
-        if fingerprint == new.fingerprint && owner == new.owner_key_id {
-            InsertOutcome::Replayed(from_row(&existing)?)
-        } else {
-            InsertOutcome::Conflict
-        },
-    )
+    Ok(if fingerprint == new.fingerprint {
+        InsertOutcome::Replayed(from_row(&existing)?)
+    } else {
+        InsertOutcome::Conflict
+    })
 }
 
 /// The idempotency outcome of one item of a batch insert.
@@ -111,16 +109,23 @@ pub enum BatchOutcome {
     Conflict,
 }
 
-/// Inserts many notifications with one set-based statement; each item gets its own
-/// idempotency outcome, exactly as if it had been posted alone (an item repeating an
-/// earlier item's key in the same batch is a replay or a conflict of that item).
+/// Inserts many notifications of one owner with one set-based statement; each item gets
+/// its own idempotency outcome, exactly as if the items had been posted alone in order: an
+/// item repeating an earlier item's key is a replay or a conflict of the earlier one.
 pub async fn insert_batch(
     db: &impl GenericClient,
-    items: &[NewNotification],
+    all: &[NewNotification],
 ) -> Result<Vec<BatchOutcome>, tokio_postgres::Error> {
-    if items.is_empty() {
+    let Some(owner) = all.first().map(|n| n.owner_key_id) else {
         return Ok(Vec::new());
-    }
+    };
+    // Only the first item of each key goes to the insert; the others are settled against
+    // whatever holds the key afterwards.
+    let mut seen = HashSet::new();
+    let items: Vec<&NewNotification> = all
+        .iter()
+        .filter(|n| seen.insert(n.idempotency_key.as_str()))
+        .collect();
     let ids: Vec<Uuid> = items.iter().map(|n| n.id).collect();
     let keys: Vec<&str> = items.iter().map(|n| n.idempotency_key.as_str()).collect();
     let fingerprints: Vec<&str> = items.iter().map(|n| n.fingerprint.as_str()).collect();
@@ -156,37 +161,38 @@ pub async fn insert_batch(
         .map(|row| row.try_get("id"))
         .collect::<Result<_, _>>()?;
 
-    // Keys that were not inserted belong to an earlier row (or an earlier item of this
-    // batch): read what won to tell replays from conflicts.
+    // Keys held before this batch, and repeated keys: read what holds them to tell
+    // replays from conflicts. An item of this batch that was inserted holds its key too.
+    let mut holders: HashMap<&str, (Uuid, &str)> = items
+        .iter()
+        .filter(|n| inserted.contains(&n.id))
+        .map(|n| (n.idempotency_key.as_str(), (n.id, n.fingerprint.as_str())))
+        .collect();
     let lost: Vec<&str> = items
         .iter()
         .filter(|n| !inserted.contains(&n.id))
         .map(|n| n.idempotency_key.as_str())
         .collect();
-    let mut winners: HashMap<String, (Uuid, String, Option<Uuid>)> = HashMap::new();
-    if !lost.is_empty() {
+    let rows = if lost.is_empty() {
+        Vec::new()
+    } else {
         let statement = FIND_KEYS.prepare(db).await?;
-        for row in db.query(&statement, &[&lost]).await? {
-            winners.insert(
-                row.try_get("idempotency_key")?,
-                (
-                    row.try_get("id")?,
-                    row.try_get("fingerprint")?,
-                    row.try_get("owner_key_id")?,
-                ),
-            );
-        }
+        db.query(&statement, &[&lost, &owner]).await?
+    };
+    for row in &rows {
+        holders.insert(
+            row.try_get("idempotency_key")?,
+            (row.try_get("id")?, row.try_get("fingerprint")?),
+        );
     }
-    Ok(items
+    Ok(all
         .iter()
         .map(|item| {
             if inserted.contains(&item.id) {
                 return BatchOutcome::Created(item.id);
             }
-            match winners.get(&item.idempotency_key) {
-                Some((id, fingerprint, owner))
-                    if *fingerprint == item.fingerprint && *owner == item.owner_key_id =>
-                {
+            match holders.get(item.idempotency_key.as_str()) {
+                Some((id, fingerprint)) if *fingerprint == item.fingerprint => {
                     BatchOutcome::Replayed(*id)
                 }
                 _ => BatchOutcome::Conflict,

@@ -59,7 +59,12 @@ impl Cursor {
         let text = std::str::from_utf8(&bytes).ok()?;
         let (micros, id) = text.split_once(':')?;
         let created_at_micros = micros.parse::<i64>().ok()?;
-        DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
+        // Only times PostgreSQL can compare with (years 1 to 9999): anything else was not
+        // written by encode.
+        let at = DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
+        if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
+            return None;
+        }
         let id = Uuid::try_parse(id).ok()?;
         // Only the canonical spelling is accepted, so a cursor has exactly one text form.
         (format!("{created_at_micros}:{id}") == text).then_some(Cursor {
@@ -157,5 +162,8 @@ mod tests {
         }
         let padded = URL_SAFE_NO_PAD.encode(format!("+12:{}", Uuid::nil()));
         assert_eq!(Cursor::decode(&padded), None);
+        // Before 4713 BC PostgreSQL refuses the time; such a cursor is simply invalid.
+        let ancient = URL_SAFE_NO_PAD.encode(format!("-210866803200000001:{}", Uuid::nil()));
+        assert_eq!(Cursor::decode(&ancient), None);
     }
 }

@@ -1,5 +1,6 @@
-//! Aggregates over `notifications` for metrics. Each is one statement that reads an index
-//! or the table once; nothing is counted per notification in application code.
+//! Figures for metrics. Counts come from the tables the triggers of migration V7 keep up
+//! to date with every statement (a few hundred rows, whatever the queue holds); the queue
+//! lag is one probe of the claim index per priority. Nothing reads every notification.
 
 use deadpool_postgres::GenericClient;
 
@@ -47,12 +48,13 @@ pub async fn queue_lag_seconds(db: &impl GenericClient) -> Result<f64, tokio_pos
     Ok((lag.max(0.0) * 1000.0).round() / 1000.0)
 }
 
-/// Upper bounds (seconds) of the delivery-latency histogram buckets.
+/// Upper bounds (seconds) of the delivery-latency histogram buckets; the same list is in
+/// `notification_latency_bucket` (migration V7), which files each delivery.
 pub const LATENCY_BUCKETS: [f64; 11] =
     [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
 
-/// Delivery latency (`sent_at` − `scheduled_at`, floored at 0) of every SENT notification:
-/// count per bucket (the last is +Inf), sum and count.
+/// Delivery latency (`sent_at` − `scheduled_at`, floored at 0) of every transition to
+/// SENT so far: count per bucket (the last is +Inf), sum and count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatencyHistogram {
     pub buckets: Vec<(f64, u64)>,
@@ -64,13 +66,11 @@ pub async fn delivery_latency(
     db: &impl GenericClient,
 ) -> Result<LatencyHistogram, tokio_postgres::Error> {
     let statement = DELIVERY_LATENCY.prepare(db).await?;
-    let negated: Vec<f64> = LATENCY_BUCKETS.iter().rev().map(|b| -b).collect();
-    let bucket_count = LATENCY_BUCKETS.len() as i32;
-    let rows = db.query(&statement, &[&negated, &bucket_count]).await?;
+    let rows = db.query(&statement, &[]).await?;
     let mut counts = vec![0u64; LATENCY_BUCKETS.len() + 1];
     let (mut sum, mut count) = (0.0, 0u64);
     for row in rows {
-        let bucket: i32 = row.try_get("bucket")?;
+        let bucket: i16 = row.try_get("bucket")?;
         let n = row_count(&row, "count")?;
         counts[usize::try_from(bucket)
             .unwrap_or(0)
@@ -89,4 +89,21 @@ pub async fn delivery_latency(
         sum,
         count,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_database_files_deliveries_under_the_same_bounds() {
+        let migration = include_str!("../../../migrations/V7__maintained_counts.sql");
+        let bounds: Vec<String> = super::LATENCY_BUCKETS
+            .iter()
+            .map(|b| format!("{b}"))
+            .collect();
+        let expected = format!("ARRAY[{}]::float8[]", bounds.join(", "));
+        assert!(
+            migration.contains(&expected),
+            "{expected} not in migration V7"
+        );
+    }
 }

@@ -117,12 +117,8 @@ impl RedriveFunction {
     /// Builds the pool (connections open lazily) and the Scheduler client. Needs
     /// `DATABASE_URL`.
     pub async fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let url = config
-            .database_url
-            .as_deref()
-            .context("DATABASE_URL is required for the deployed functions")?;
         Ok(RedriveFunction {
-            pool: db::create_pool(url, config.database_pool_max)?,
+            pool: db::pool_from_config(config)?,
             scheduler: Scheduler::from_env(config.scheduler.clone()).await,
             max_attempts: config.retry.max_attempts(),
         })

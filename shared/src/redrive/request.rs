@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use super::MAX_BATCH;
-use crate::domain::names;
 use crate::domain::RECIPIENT_MAX;
+use crate::domain::names;
 use crate::notification::{Channel, Status};
 use crate::problems::Problems;
 use crate::queue::RedriveFilter;
@@ -87,4 +87,3 @@ impl RedriveRequest {
         })
     }
 }
-

@@ -28,7 +28,7 @@ impl SweeperFunction {
             .database_url
             .clone()
             .context("DATABASE_URL is required for the deployed functions")?;
-        let pool = db::create_pool(&url, config.database_pool_max)?;
+        let pool = db::pool_from_config(config)?;
         let sweeper = Arc::new(Sweeper::from_config(&pool, config));
         let wake = wake::listen(url, queue::WAKE_CHANNEL, StopSignal::never());
         Ok(SweeperFunction {

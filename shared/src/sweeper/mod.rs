@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use tokio::sync::Semaphore;
 use serde::Serialize;
+use tokio::sync::Semaphore;
 
 use crate::backoff::{Random, ThreadRandom, retry_delay};
 use crate::config::{Config, RateLimitConfig, RetryPolicy, WorkerConfig};
+use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
 use crate::queue::{self, Claimed, Disposition};
-use crate::provider::simulated::SimulatedProvider;
 use crate::ratelimit;
 use crate::stop::StopSignal;
 

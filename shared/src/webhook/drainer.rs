@@ -310,10 +310,16 @@ mod tests {
     fn no_url_means_no_drainer_and_a_bad_url_fails_at_start_up() {
         let pool = crate::db::create_pool("postgres://user@127.0.0.1:1/none", 1).expect("pool");
         let mut config = Config::from_vars(Default::default()).expect("defaults");
-        assert!(matches!(WebhookDrainer::from_config(&pool, &config), Ok(None)));
+        assert!(matches!(
+            WebhookDrainer::from_config(&pool, &config),
+            Ok(None)
+        ));
         config.webhook.url = Some("http://".to_string());
         assert!(WebhookDrainer::from_config(&pool, &config).is_err());
         config.webhook.url = Some("http://127.0.0.1:9/hook".to_string());
-        assert!(matches!(WebhookDrainer::from_config(&pool, &config), Ok(Some(_))));
+        assert!(matches!(
+            WebhookDrainer::from_config(&pool, &config),
+            Ok(Some(_))
+        ));
     }
 }

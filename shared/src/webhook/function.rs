@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use serde::Serialize;
 
 use super::{DrainOutcome, WebhookDrainer, run};
@@ -30,11 +29,7 @@ pub struct DrainerFunction {
 impl DrainerFunction {
     /// Builds the pool (connections open lazily) and the drainer. Needs `DATABASE_URL`.
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let url = config
-            .database_url
-            .as_deref()
-            .context("DATABASE_URL is required for the deployed functions")?;
-        let pool = db::create_pool(url, config.database_pool_max)?;
+        let pool = db::pool_from_config(config)?;
         let drainer = WebhookDrainer::from_config(&pool, config)?.map(Arc::new);
         Ok(DrainerFunction {
             drainer,
