@@ -4,17 +4,17 @@
 //! `notify-local` share.
 
 pub mod function;
+mod outcome;
 mod run;
 
 pub use function::SweeperFunction;
+pub use outcome::SweepOutcome;
 pub use run::run;
 
-use std::ops::AddAssign;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::backoff::{Random, ThreadRandom, retry_delay};
@@ -29,39 +29,6 @@ use crate::stop::StopSignal;
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// Expired claims returned per recovery statement.
 const RECOVERY_BATCH: i64 = 1000;
-
-/// What one step (or a whole run) did. Serialised as the `sweeper` Lambda's summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepOutcome {
-    pub claimed: u64,
-    pub sent: u64,
-    pub failed: u64,
-    pub retried: u64,
-    pub dead_lettered: u64,
-    /// Refused by the per-recipient rate limit; due again when a slot frees.
-    pub deferred: u64,
-    /// Expired claims returned to the queue (or dead-lettered after reconciliation).
-    pub recovered: u64,
-    /// Claimed but handed back untried (shutdown, deadline, error before sending).
-    pub released: u64,
-    /// Claims found taken over by another worker at the start fence.
-    pub lost: u64,
-}
-
-impl AddAssign for SweepOutcome {
-    fn add_assign(&mut self, other: Self) {
-        self.claimed += other.claimed;
-        self.sent += other.sent;
-        self.failed += other.failed;
-        self.retried += other.retried;
-        self.dead_lettered += other.dead_lettered;
-        self.deferred += other.deferred;
-        self.recovered += other.recovered;
-        self.released += other.released;
-        self.lost += other.lost;
-    }
-}
 
 pub struct Sweeper {
     pool: Pool,

@@ -1,0 +1,119 @@
+//! The parts of the configuration, as plain values: each feature builds its own types
+//! from them.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Which parts of the local runner run in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppRole {
+    /// HTTP API, sweeper and webhook drainer.
+    All,
+    /// HTTP API only.
+    Api,
+    /// Sweeper and drainer; HTTP answers only `/health` and `/metrics`.
+    Worker,
+}
+
+impl AppRole {
+    pub fn serves_api(self) -> bool {
+        matches!(self, AppRole::All | AppRole::Api)
+    }
+    pub fn runs_workers(self) -> bool {
+        matches!(self, AppRole::All | AppRole::Worker)
+    }
+}
+
+/// How long database work may wait before it fails instead of hanging: a stalled server
+/// or a drained pool turns into an error (HTTP 503), never into a request that waits
+/// forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseTimeouts {
+    /// Opening a connection (TCP, TLS, authentication).
+    pub connect: Duration,
+    /// Waiting for a pooled connection.
+    pub pool_wait: Duration,
+    /// One statement (`statement_timeout`).
+    pub statement: Duration,
+    /// Waiting for a row or table lock (`lock_timeout`).
+    pub lock: Duration,
+    /// A transaction left open with nothing running (`idle_in_transaction_session_timeout`).
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for DatabaseTimeouts {
+    fn default() -> Self {
+        DatabaseTimeouts {
+            connect: Duration::from_secs(5),
+            pool_wait: Duration::from_secs(5),
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(10),
+            idle_in_transaction: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Notifications claimed per claim statement.
+    pub batch_size: i64,
+    /// Provider calls (one per claimed batch) in flight per sweeper process.
+    pub concurrency: usize,
+    pub poll_interval: Duration,
+    pub visibility_timeout: Duration,
+    pub provider_timeout: Duration,
+}
+
+/// Retry schedule: `max_retries + 1` attempts with equal-jitter exponential backoff.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+}
+
+impl RetryPolicy {
+    pub fn max_attempts(&self) -> i32 {
+        i32::try_from(self.max_retries.saturating_add(1)).unwrap_or(i32::MAX)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimitConfig {
+    pub max_notifications: i64,
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MockProviderConfig {
+    pub failure_rate: f64,
+    pub latency: Duration,
+}
+
+#[derive(Clone)]
+pub struct WebhookConfig {
+    pub url: Option<String>,
+    /// The HMAC key of `WEBHOOK_SECRET`: `whsec_<base64>` decoded, or the raw bytes of a
+    /// secret without that prefix. `None`: webhooks go unsigned.
+    pub signing_key: Option<Vec<u8>>,
+    pub timeout: Duration,
+    pub max_attempts: i32,
+}
+
+/// Where `dlq-redrive` creates its one-time schedules, and the role they invoke it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    pub group: String,
+    pub role_arn: Option<String>,
+}
+
+impl fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("url", &self.url)
+            .field("signing_key", &self.signing_key.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
+}

@@ -1,0 +1,38 @@
+//! What a sweep step, an invocation or a whole run did.
+
+use std::ops::AddAssign;
+
+use serde::Serialize;
+
+/// What one step (or a whole run) did. Serialised as the `sweeper` Lambda's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepOutcome {
+    pub claimed: u64,
+    pub sent: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub dead_lettered: u64,
+    /// Refused by the per-recipient rate limit; due again when a slot frees.
+    pub deferred: u64,
+    /// Expired claims returned to the queue (or dead-lettered after reconciliation).
+    pub recovered: u64,
+    /// Claimed but handed back untried (shutdown, deadline, error before sending).
+    pub released: u64,
+    /// Claims found taken over by another worker at the start fence.
+    pub lost: u64,
+}
+
+impl AddAssign for SweepOutcome {
+    fn add_assign(&mut self, other: Self) {
+        self.claimed += other.claimed;
+        self.sent += other.sent;
+        self.failed += other.failed;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.deferred += other.deferred;
+        self.recovered += other.recovered;
+        self.released += other.released;
+        self.lost += other.lost;
+    }
+}
