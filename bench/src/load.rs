@@ -17,6 +17,11 @@ pub enum When {
     Now,
 }
 
+/// The payload of the `i`-th generated notification (through HTTP or straight to SQL).
+pub fn payload(i: u64) -> Value {
+    json!({"template": "welcome", "name": "Ada", "n": i})
+}
+
 /// One create body. Every notification has its own recipient and key.
 pub fn item(prefix: &str, i: u64, priority: &str, when: When) -> Value {
     let mut body = json!({
@@ -24,7 +29,7 @@ pub fn item(prefix: &str, i: u64, priority: &str, when: When) -> Value {
         "channel": "EMAIL",
         "priority": priority,
         "idempotencyKey": format!("{prefix}-{i}"),
-        "payload": {"template": "welcome", "name": "Ada", "n": i},
+        "payload": payload(i),
     });
     match when {
         When::Tomorrow => body["delaySeconds"] = json!(86_400),
@@ -70,11 +75,7 @@ pub async fn post_batches(
         let http = http.clone();
         let url = url.clone();
         async move {
-            let response = http
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
+            let response = post_json(&http, &url, body)
                 .await
                 .context("batch call failed")?;
             let status = response.status();
@@ -89,20 +90,25 @@ pub async fn post_batches(
         if !status.is_success() {
             bail!(
                 "POST /notifications/batch answered {status}: {}",
-                String::from_utf8_lossy(&text[..text.len().min(500)])
+                start_of(&text)
             );
         }
         let created = occurrences(&text, b"\"status\":201") as u64;
         if created != count {
             bail!(
                 "POST /notifications/batch created {created} of {count}: {}",
-                String::from_utf8_lossy(&text[..text.len().min(500)])
+                start_of(&text)
             );
         }
         done += count;
         progress.update(done);
     }
     Ok(started.elapsed())
+}
+
+/// The first 500 bytes of an answer, for an error message.
+fn start_of(text: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(&text[..text.len().min(500)])
 }
 
 fn occurrences(haystack: &[u8], needle: &[u8]) -> usize {
@@ -119,11 +125,7 @@ pub async fn post_one(
     body: Vec<u8>,
 ) -> anyhow::Result<(u16, Duration)> {
     let started = Instant::now();
-    let response = http
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
+    let response = post_json(http, url, body)
         .await
         .context("POST /notifications failed")?;
     let status = response.status().as_u16();
@@ -132,6 +134,19 @@ pub async fn post_one(
         .await
         .context("POST /notifications answer")?;
     Ok((status, started.elapsed()))
+}
+
+/// A POST with a JSON body.
+async fn post_json(
+    http: &reqwest::Client,
+    url: &str,
+    body: Vec<u8>,
+) -> reqwest::Result<reqwest::Response> {
+    http.post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
 }
 
 #[cfg(test)]

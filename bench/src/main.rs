@@ -3,7 +3,6 @@
 //! raw figures as JSON and, after a complete full-size run, rewrites the docs and plot.
 
 mod args;
-mod floor;
 mod load;
 mod plot;
 mod procs;
@@ -21,7 +20,7 @@ use anyhow::{Context, anyhow, bail};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::Options;
-use crate::report::{Results, RunResult, Settings};
+use crate::report::{Results, Settings};
 use crate::scenarios::Ctx;
 
 /// The workspace this binary was built from (docs live there).
@@ -160,7 +159,7 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for run in 1..=options.runs {
         eprintln!("notify-bench: run {run} of {}", options.runs);
-        runs.push(one_run(&ctx, run).await?);
+        runs.push(scenarios::one_run(&ctx, run).await?);
         eprintln!(
             "notify-bench: run {run} done after {:.1} min in all",
             began.elapsed().as_secs_f64() / 60.0
@@ -197,11 +196,10 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
 
     println!("\n{}", report::table(&results.rows));
     let json_path = out_dir.join("results.json");
-    std::fs::write(&json_path, serde_json::to_vec_pretty(&results)?)
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
+    write(&json_path, serde_json::to_vec_pretty(&results)?)?;
     println!("raw figures: {}", json_path.display());
 
-    let series = report::plot_series(&results.runs);
+    let series = plot::series(&results.runs);
     match options.docs_refusal() {
         None => {
             let docs = Path::new(WORKSPACE).join("docs");
@@ -213,11 +211,9 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
             }
             // The raw figures behind the published ones stay next to them.
             let raw = plot_dir.join("results.json");
-            std::fs::write(&raw, serde_json::to_vec_pretty(&results)?)
-                .with_context(|| format!("cannot write {}", raw.display()))?;
+            write(&raw, serde_json::to_vec_pretty(&results)?)?;
             let path = docs.join("BENCHMARKS.md");
-            std::fs::write(&path, report::markdown(&results, &options))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            write(&path, report::markdown(&results, &options))?;
             println!(
                 "rewrote {}, {} and {}",
                 path.display(),
@@ -232,8 +228,7 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
                 println!("plot: {}", path.display());
             }
             let path = out_dir.join("BENCHMARKS.md");
-            std::fs::write(&path, report::markdown(&results, &options))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            write(&path, report::markdown(&results, &options))?;
             println!(
                 "docs/BENCHMARKS.md left alone ({reason}); this run's report: {}",
                 path.display()
@@ -243,52 +238,9 @@ async fn run(options: Options, argv: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every scenario selected, once.
-async fn one_run(ctx: &Ctx, run: u32) -> anyhow::Result<RunResult> {
-    let o = &ctx.options;
-    let mut result = RunResult {
-        run,
-        ..RunResult::default()
-    };
-    // B6 and B7 read the one-worker drain; B1 is the load before it.
-    let worker_counts: Vec<usize> = if o.selected("B2") {
-        o.workers.clone()
-    } else if o.selected("B1") || o.selected("B6") || o.selected("B7") {
-        vec![o.workers.first().copied().unwrap_or(1)]
-    } else {
-        Vec::new()
-    };
-    // The one-worker drain and the SQL floor run back to back, so that the ratio between
-    // them sees the same neighbours on this shared machine.
-    let mut worker_counts = worker_counts.into_iter();
-    if let Some(workers) = worker_counts.next() {
-        result
-            .drains
-            .push(scenarios::drain_pass(ctx, run, workers).await?);
-    }
-    if o.selected("B8") {
-        for variant in floor::VARIANTS {
-            result.floors.push(floor::floor(ctx, run, variant).await?);
-        }
-    }
-    for workers in worker_counts {
-        result
-            .drains
-            .push(scenarios::drain_pass(ctx, run, workers).await?);
-    }
-    if o.selected("B3") {
-        result.single = Some(scenarios::single_intake(ctx, run).await?);
-    }
-    if o.selected("B4") {
-        result.idle = Some(scenarios::idle_latency(ctx, run).await?);
-    }
-    if o.selected("B5") {
-        result.isolation = Some(scenarios::isolation(ctx, run).await?);
-    }
-    if o.selected("B6") {
-        result.start = Some(scenarios::start_times(ctx, run).await?);
-    }
-    Ok(result)
+/// Writes one output file, naming it in the error.
+fn write(path: &Path, contents: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `cargo build --release --bins --workspace`, so notify-local and the function binaries

@@ -1,11 +1,35 @@
-//! The delivery-latency plot (B4 and B5 HIGH), drawn with plotters' SVG backend.
+//! The delivery-latency plot (B4 and B5 HIGH): the samples it shows, drawn with
+//! plotters' SVG backend.
 
 use std::path::Path;
 
 use anyhow::anyhow;
 use plotters::prelude::*;
 
+use crate::report::RunResult;
 use crate::stats;
+
+/// Latency samples of all runs, for the plot.
+pub fn series(runs: &[RunResult]) -> Vec<(String, Vec<f64>)> {
+    let b4: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.idle.as_ref())
+        .flat_map(|i| i.samples_ms.iter().copied())
+        .collect();
+    let b5: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.isolation.as_ref())
+        .flat_map(|i| i.high_samples_ms.iter().copied())
+        .collect();
+    let mut series = Vec::new();
+    if !b4.is_empty() {
+        series.push(("B4 idle worker, 100/s".to_string(), b4));
+    }
+    if !b5.is_empty() {
+        series.push(("B5 HIGH during LOW drain".to_string(), b5));
+    }
+    series
+}
 
 /// Cumulative distribution of each sample set (latencies in ms), log-scaled time axis.
 pub fn latency_cdf(path: &Path, series: &[(String, Vec<f64>)]) -> anyhow::Result<()> {

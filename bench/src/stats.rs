@@ -1,4 +1,5 @@
-//! Percentiles, medians and the progress lines on stderr.
+//! Percentiles, medians, latency summaries, number formats and the progress lines on
+//! stderr.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,28 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
     values
+}
+
+/// Percentiles of one set of latency samples (ms).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    pub count: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    pub fn of(sorted: &[f64]) -> Latency {
+        Latency {
+            count: sorted.len(),
+            p50_ms: percentile(sorted, 0.5),
+            p90_ms: percentile(sorted, 0.9),
+            p99_ms: percentile(sorted, 0.99),
+            max_ms: sorted.last().copied().unwrap_or(f64::NAN),
+        }
+    }
 }
 
 /// Median with min and max over runs.

@@ -8,12 +8,16 @@ fn ticks_per_second() -> f64 {
     if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
+/// The fields of a `/proc/<pid>/stat` line that follow the command name. The name may
+/// contain spaces; the fields resume after the last ')'.
+fn stat_fields(text: &str) -> Option<Vec<&str>> {
+    Some(text[text.rfind(')')? + 2..].split_whitespace().collect())
+}
+
 /// User + system CPU seconds of a process (all its threads), from `/proc/<pid>/stat`.
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces; fields resume after the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields(&text)?;
     // utime and stime are fields 14 and 15 of the full line, 12 and 13 after the name.
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
@@ -97,11 +101,10 @@ pub fn machine(postgres_version: String, postgres: String) -> Machine {
 
 /// The commit checked out in the workspace (read-only git commands).
 fn git() -> (String, bool) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
-            .current_dir(dir)
+            .current_dir(crate::WORKSPACE)
             .stderr(std::process::Stdio::null())
             .output()
             .ok()
@@ -124,13 +127,12 @@ fn git() -> (String, bool) {
 /// every live child (backends, autovacuum, WAL writer, checkpointer...).
 pub fn postgres_server_cpu_seconds(postmaster: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{postmaster}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
-    let fields: Vec<f64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
     // utime, stime, cutime, cstime: fields 14-17 of the line, 12-15 after the name.
-    let mut ticks: f64 = fields.get(11..15)?.iter().sum();
+    let mut ticks: f64 = stat_fields(&text)?
+        .get(11..15)?
+        .iter()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0))
+        .sum();
     let parent = postmaster.to_string();
     for entry in std::fs::read_dir("/proc").ok()?.filter_map(Result::ok) {
         let name = entry.file_name();
@@ -140,10 +142,9 @@ pub fn postgres_server_cpu_seconds(postmaster: u32) -> Option<f64> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some(close) = stat.rfind(')') else {
+        let Some(fields) = stat_fields(&stat) else {
             continue;
         };
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
         // ppid is field 4 of the line, 2 after the name.
         if fields.get(1) == Some(&parent.as_str()) {
             let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);

@@ -15,7 +15,7 @@ use notify_shared::queue::{self, Claimed, Disposition, Due, NewNotification};
 use notify_shared::ratelimit;
 use serde::Serialize;
 
-use crate::scenarios::Ctx;
+use super::{Ctx, queries};
 use crate::stats::{self, Progress};
 
 /// The worker's defaults: a 300 s lease, and a fence that renews only a lease with less
@@ -120,7 +120,7 @@ async fn load(db: &crate::server::FreshDb, n: u64, label: &str) -> anyhow::Resul
                 recipient: format!("b8-{prefix}-{i}@bench.example"),
                 channel: Channel::Email,
                 priority: Priority::Normal,
-                payload: serde_json::json!({"template": "welcome", "name": "Ada", "n": i}),
+                payload: crate::load::payload(i),
                 due: Due::AfterSeconds(86_400),
                 max_attempts: 6,
                 owner_key_id: None,
@@ -130,13 +130,7 @@ async fn load(db: &crate::server::FreshDb, n: u64, label: &str) -> anyhow::Resul
         start = end;
         progress.update(start);
     }
-    let released = client
-        .execute(
-            "UPDATE notifications SET scheduled_at = now(), next_attempt_at = now(), updated_at = now()
-             WHERE status = 'PENDING'",
-            &[],
-        )
-        .await?;
+    let released = client.execute(queries::RELEASE, &[]).await?;
     ensure!(released == n, "released {released} of {n}");
     Ok(())
 }
@@ -249,7 +243,7 @@ pub async fn floor(ctx: &Ctx, run: u32, variant: Variant) -> anyhow::Result<Floo
     }
     let mut progress = Progress::new(format!("B8 run {run} {}", variant.name()), n, "sent");
     let mut times = StatementTimes::default();
-    let deadline = started + ctx_timeout(n);
+    let deadline = started + ctx.drain_timeout(n);
     loop {
         tokio::select! {
             joined = lanes.join_next() => match joined {
@@ -272,17 +266,8 @@ pub async fn floor(ctx: &Ctx, run: u32, variant: Variant) -> anyhow::Result<Floo
     let seconds = started.elapsed().as_secs_f64();
     let cpu = crate::sys::cpu_use(before, crate::sys::snapshot(&[], ctx.postmaster), seconds);
     let client = db.connect().await?;
-    let sent: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notifications WHERE status = 'SENT'",
-            &[],
-        )
-        .await?
-        .try_get(0)?;
-    ensure!(
-        u64::try_from(sent).unwrap_or(0) == n,
-        "the floor sent {sent} of {n}"
-    );
+    let sent = queries::count(&client, queries::SENT).await?;
+    ensure!(sent == n, "the floor sent {sent} of {n}");
     drop(client);
     progress.finish(&format!("{} /s", stats::int(n as f64 / seconds)));
     db.drop_now().await?;
@@ -295,8 +280,4 @@ pub async fn floor(ctx: &Ctx, run: u32, variant: Variant) -> anyhow::Result<Floo
         times,
         cpu,
     })
-}
-
-fn ctx_timeout(n: u64) -> Duration {
-    Duration::from_secs((n / 300).max(60))
 }

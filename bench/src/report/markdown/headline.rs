@@ -1,0 +1,35 @@
+//! "Results": the summary rows B1–B8 against their targets and notifyd's figures.
+
+use std::fmt::Write as _;
+
+use crate::args::Options;
+use crate::report::Results;
+
+pub fn write(w: &mut String, results: &Results, options: &Options) {
+    let _ = writeln!(w, "## Results\n");
+    let _ = writeln!(
+        w,
+        "Median of {} run(s), min–max in brackets. \"notifyd, 2 cores\" is the same protocol run \
+         on a machine like this one (2 cores, PostgreSQL 15); \"notifyd published\" is its paper's \
+         figure on 8 vCPU with PostgreSQL 16.\n",
+        options.runs
+    );
+    let _ = writeln!(
+        w,
+        "| id | what | Notify Queue | target | meets | notifyd, 2 cores | notifyd published (8 vCPU) |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|");
+    for r in &results.rows {
+        let meets = match r.meets {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.id, r.what, r.result, r.target, meets, r.notifyd_2_cores, r.notifyd_published
+        );
+    }
+    let _ = writeln!(w);
+}

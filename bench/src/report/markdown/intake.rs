@@ -1,0 +1,52 @@
+//! "B3: CPU per request": where the CPU of one intake request (and of one bare insert)
+//! went.
+
+use std::fmt::Write as _;
+
+use crate::report::{RunResult, median_of};
+use crate::scenarios::intake::Single;
+use crate::sys::CpuUse;
+
+pub fn write(w: &mut String, runs: &[RunResult]) {
+    let single: Vec<&Single> = runs.iter().filter_map(|r| r.single.as_ref()).collect();
+    if !single.is_empty() {
+        let per = |f: &dyn Fn(&Single) -> Option<f64>| {
+            median_of(&single.iter().filter_map(|s| f(s)).collect::<Vec<_>>())
+                .map_or("—".into(), |v| format!("{v:.0} µs"))
+        };
+        let _ = writeln!(w, "## B3: CPU per request\n");
+        let _ = writeln!(
+            w,
+            "CPU over the measured seconds divided by the requests (or inserts) completed; \
+             \"client\" is the bench process (reqwest clients, or the 8 tokio-postgres \
+             connections of the floor), which shares the machine with what it measures.\n"
+        );
+        let _ = writeln!(
+            w,
+            "| path | notify-local (API) | PostgreSQL | client | others |"
+        );
+        let _ = writeln!(w, "|---|---|---|---|---|");
+        // µs of CPU per completed request, and per completed insert of the floor.
+        let http = |cpu: fn(&CpuUse) -> Option<f64>| {
+            per(&|s| cpu(&s.http_cpu).map(|c| c * 1e6 / s.http_requests.max(1) as f64))
+        };
+        let floor = |cpu: fn(&CpuUse) -> Option<f64>| {
+            per(&|s| cpu(&s.floor_cpu).map(|c| c * 1e6 / s.floor_inserts.max(1) as f64))
+        };
+        let _ = writeln!(
+            w,
+            "| POST /notifications | {} | {} | {} | {} |",
+            http(|c| c.notify_local_s),
+            http(|c| c.postgres_s),
+            http(|c| c.bench_s),
+            http(|c| c.others_s),
+        );
+        let _ = writeln!(
+            w,
+            "| insert statement (floor) | — | {} | {} | {} |\n",
+            floor(|c| c.postgres_s),
+            floor(|c| c.bench_s),
+            floor(|c| c.others_s),
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! "How each figure is taken": the protocol of each scenario with this invocation's
+//! sizes, and where the raw figures are.
+
+use std::fmt::Write as _;
+
+use crate::args::Options;
+use crate::report::Results;
+use crate::stats::int;
+
+pub fn write(w: &mut String, results: &Results, options: &Options) {
+    let _ = writeln!(w, "## How each figure is taken\n");
+    let env = if results.settings.notify_local_env.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Extra environment: {}.",
+            results
+                .settings
+                .notify_local_env
+                .iter()
+                .map(|(k, v)| format!("`{k}={v}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let _ = writeln!(
+        w,
+        "- Every `notify-local` runs with `MOCK_LATENCY_MS=0 MOCK_FAILURE_RATE=0`, no \
+         `WEBHOOK_URL` (webhook events are still written to the outbox by the record statement, \
+         as in production) and otherwise default settings: `WORKER_BATCH_SIZE=100`, \
+         `WORKER_CONCURRENCY=10`, `DATABASE_POOL_MAX=10`, `WORKER_POLL_INTERVAL_MS=1000` with \
+         LISTEN/NOTIFY wake-ups, the per-recipient rate limit on (every notification has its \
+         own recipient, so it never refuses), `RUST_LOG=info`.{env}\n\
+         - **B1**: {} notifications, `EMAIL`, `NORMAL`, `delaySeconds: 86400`, each with its own \
+         recipient and key, in 20 calls of `POST /notifications/batch` (bodies serialised \
+         before the clock starts), {} call(s) in flight, one `APP_ROLE=api` process; time from \
+         the first call to the last answer; every item must answer 201. Each B2 pass loads its \
+         own set this way; the B1 figure is the load before the one-worker drain.\n\
+         - **B2**: the API process is stopped, N `APP_ROLE=worker` processes are started and \
+         left idle for a second, then one transaction runs `UPDATE notifications SET \
+         scheduled_at = now(), next_attempt_at = now() WHERE status = 'PENDING'` and \
+         `pg_notify` on the wake-up channel (what intake sends for work due now). The clock \
+         starts at its commit and stops at the last `sent_at`; completion (no PENDING or \
+         PROCESSING row, probed through the partial indexes) is polled every 250 ms and \
+         progress (`count(*)` of the outbox) every second, so that watching costs the drain \
+         little.\n\
+         - **B3**: {:.0} s measured after a 1 s warm-up, 8 client tasks in a closed loop on one \
+         keep-alive HTTP client, each request a new key and recipient, due tomorrow; \
+         latencies are client-side. The floor is `queue::insert` (the intake's own statement, \
+         including its idempotency and wake-up parts) from 8 pooled connections for the same \
+         time on a fresh database.\n\
+         - **B4**: one API and one idle worker process; {} `POST /notifications` with `sendAt` \
+         = the client's clock, paced at 100/s; latency = `sent_at − scheduled_at` from the \
+         database.\n\
+         - **B5**: {} LOW notifications loaded as in B1 and released as in B2 with one worker \
+         process; meanwhile HIGH notifications due now arrive through the API at 50/s until the \
+         LOW backlog is gone; latency of the HIGH ones as in B4.\n\
+         - **B6**: VmRSS of the worker after start and one idle second; VmHWM after the \
+         one-worker B2 drain; start → ready = spawn until `/health` answers 200, median of 5 \
+         per role, database already running and migrated; sizes of the stripped release \
+         binaries.\n\
+         - **B7**: `pg_total_relation_size` of `notifications`, `webhook_events`, \
+         `rate_limit_reservations` and `simulated_deliveries` right after the one-worker drain \
+         (no VACUUM), divided by the number of notifications.\n\
+         - **B8**: described above; it runs right after the one-worker drain of the same run, \
+         and the headline ratio divides that drain by the faster of the two bare floors at \
+         batch 100. Neighbours' load still differs between the two; PostgreSQL CPU per \
+         notification (B2 and B8 tables) is the comparison they disturb least.\n",
+        int(options.bulk() as f64),
+        results.settings.intake_calls_in_flight,
+        options.single_duration().as_secs_f64(),
+        int(options.idle_count() as f64),
+        int(options.bulk() as f64),
+    );
+    let _ = writeln!(
+        w,
+        "Raw figures of every run, including every latency sample: \
+         [`benchmarks/results.json`](benchmarks/results.json) (written with this file; every \
+         run, whatever its size, also writes `target/bench/results.json`); process logs of the \
+         last run in `target/bench/logs/`."
+    );
+}
