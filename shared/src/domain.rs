@@ -99,6 +99,27 @@ impl Status {
     }
 }
 
+/// The traffic class: transactional (one recipient, triggered by an event, latency
+/// sensitive) or bulk (campaigns). Bulk never takes the part of a channel's rate reserved
+/// for transactional traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Class {
+    Transactional,
+    Bulk,
+}
+
+impl Class {
+    pub const ALL: [Class; 2] = [Class::Transactional, Class::Bulk];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Transactional => "TRANSACTIONAL",
+            Class::Bulk => "BULK",
+        }
+    }
+}
+
 /// The names of `all`, comma-separated: the wording of "must be one of" messages.
 pub fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
     all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", ")
@@ -147,6 +168,7 @@ macro_rules! text_enum {
 
 text_enum!(Channel, "channel");
 text_enum!(Status, "status");
+text_enum!(Class, "class");
 
 impl Priority {
     pub fn parse(text: &str) -> Option<Self> {

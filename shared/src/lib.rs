@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod backoff;
+pub mod channel;
 pub mod config;
 pub mod db;
 pub mod deadline;

@@ -39,6 +39,8 @@ pub struct Notification {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "iso")]
     pub updated_at: DateTime<Utc>,
+    /// The provider's id of the message that was delivered, when it gives one.
+    pub provider_message_id: Option<String>,
 }
 
 /// `2026-09-24T12:01:00.000Z`: UTC with milliseconds, as the contract fixes.

@@ -10,8 +10,8 @@ use notify_shared::backoff::ThreadRandom;
 use notify_shared::config::{MockProviderConfig, RateLimitConfig};
 use notify_shared::notification::{Channel, Priority};
 use notify_shared::provider::simulated::SimulatedProvider;
-use notify_shared::provider::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
-use notify_shared::queue::{self, Claimed, Disposition, Due, NewNotification};
+use notify_shared::provider::{Attempt, Call, Delivery, Gate, Provider, ProviderOutcome};
+use notify_shared::queue::{self, ClaimMode, Claimed, Disposition, Due, NewNotification, Settled};
 use notify_shared::ratelimit;
 use serde::Serialize;
 
@@ -165,7 +165,15 @@ async fn lane(
         let t0 = Instant::now();
         let claimed = {
             let db = pool.get().await?;
-            queue::claim(&db, &worker, variant.batch, LEASE).await?
+            queue::claim(
+                &db,
+                Channel::Email,
+                ClaimMode::Free,
+                &worker,
+                variant.batch,
+                LEASE,
+            )
+            .await?
         };
         if claimed.is_empty() {
             return Ok(times);
@@ -199,24 +207,41 @@ async fn lane(
             .map(|c| Delivery {
                 key: c.id,
                 channel: c.channel,
+                class: c.class,
                 recipient: &c.recipient,
                 payload: &c.payload,
             })
             .collect();
         let outcomes = provider.send(&deliveries, &gate).await;
+        let calls: Vec<&Call> = outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Attempt::Finished(call)
+                    if matches!(call.outcome, ProviderOutcome::Delivered { .. }) =>
+                {
+                    Some(call)
+                }
+                _ => None,
+            })
+            .collect();
         ensure!(
-            outcomes
-                .iter()
-                .all(|o| matches!(o, Attempt::Finished(ProviderOutcome::Delivered { .. }))),
+            calls.len() == held.len(),
             "the simulated provider refused a delivery: {:?}",
             outcomes.first()
         );
         let t3 = Instant::now();
-        let results: Vec<(&Claimed, Disposition)> =
-            held.iter().map(|c| (*c, Disposition::Sent)).collect();
+        let results: Vec<Settled<'_>> = held
+            .iter()
+            .zip(calls)
+            .map(|(claim, call)| Settled {
+                claim,
+                disposition: Disposition::sent(),
+                call,
+            })
+            .collect();
         {
             let db = pool.get().await?;
-            queue::record(&db, &results).await?;
+            queue::record(&db, &worker, &results).await?;
         }
         let t4 = Instant::now();
         times.claim_s += (t1 - t0).as_secs_f64();

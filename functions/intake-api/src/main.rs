@@ -23,11 +23,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let pool = db::pool_from_config(&config)?;
     // Refuses to start without keys unless anonymous access is explicitly allowed.
     let auth = notify_shared::auth::authenticator_for(&pool, config.allow_anonymous).await?;
-    let state = AppState {
-        pool,
-        max_attempts: config.retry.max_attempts(),
-        auth,
-    };
+    let state = AppState::new(pool, &config, auth);
     lambda_http::run(intake::router(state, Routes::Full)).await
 }
 

@@ -57,7 +57,7 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
             }
             None => tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox"),
         }
-        let sweeper = Arc::new(sweeper::Sweeper::from_config(&pool, &config));
+        let sweeper = Arc::new(sweeper::Sweeper::start(&pool, &config).await);
         let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
     }
@@ -75,11 +75,7 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         eprintln!("notify-local: WARNING: {warning}");
         tracing::warn!("{warning}");
     }
-    let state = AppState {
-        pool: api_pool.clone(),
-        max_attempts: config.retry.max_attempts(),
-        auth,
-    };
+    let state = AppState::new(api_pool.clone(), &config, auth);
     let app = intake::router(state, routes);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
         .await

@@ -10,7 +10,7 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let function = SweeperFunction::from_config(&Config::from_env()?)?;
+    let function = SweeperFunction::from_config(&Config::from_env()?).await?;
     let function = &function;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = deadline::invocation_deadline(event.context.deadline);

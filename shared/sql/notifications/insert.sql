@@ -13,12 +13,14 @@ WITH inserted AS (
     ON CONFLICT ((coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid)), idempotency_key) DO NOTHING
     RETURNING id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
        attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
-       redrive_count, last_redriven_at, created_at, updated_at
+       redrive_count, last_redriven_at, created_at, updated_at,
+       provider_message_id
 ), woken AS (
     SELECT pg_notify('notify_queue_due', '') FROM inserted WHERE next_attempt_at <= now()
 )
 SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
        attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
        redrive_count, last_redriven_at, created_at, updated_at,
+       provider_message_id,
        (SELECT count(*) FROM woken) AS woken
 FROM inserted

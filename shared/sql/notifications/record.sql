@@ -1,17 +1,26 @@
--- Records a batch of results: each row only if still PROCESSING with the token given,
--- clearing the claim. Final outcomes write their webhook event in the same statement, so
+-- Records a batch of provider results: each row only if still PROCESSING with the token
+-- given, clearing the claim. One attempt row per provider call. Final outcomes write their
+-- webhook event, and invalid recipients their suppression, in the same statement, so
 -- neither exists without the other. Parallel arrays: $1 ids, $2 tokens, $3 new statuses,
--- $4 errors, $5 retry delays (ms, for PENDING).
+-- $4 errors, $5 delays before the next attempt (ms, for PENDING), $6 whether the attempt
+-- is refunded (throttled, misconfigured), $7 attempt outcomes, $8 provider message ids,
+-- $9 when each call started, $10 when it finished, $11 whether the address is suppressed;
+-- $12 the worker.
 WITH results AS (
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[])
-        AS r(id, token, status, error, retry_delay_ms)
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[],
+                         $6::bool[], $7::text[], $8::text[], $9::timestamptz[],
+                         $10::timestamptz[], $11::bool[])
+        AS r(id, token, status, error, delay_ms, refund, outcome, message_id, started_at,
+             finished_at, suppress)
 ), recorded AS (
     UPDATE notifications n
     SET status = r.status,
         last_error = r.error,
+        attempt_count = n.attempt_count - r.refund::int,
         next_attempt_at = CASE WHEN r.status = 'PENDING'
-            THEN now() + r.retry_delay_ms * interval '1 millisecond'
+            THEN now() + r.delay_ms * interval '1 millisecond'
             ELSE n.next_attempt_at END,
+        provider_message_id = coalesce(r.message_id, n.provider_message_id),
         sent_at = CASE WHEN r.status = 'SENT' THEN now() END,
         failed_at = CASE WHEN r.status = 'FAILED' THEN now() END,
         dead_lettered_at = CASE WHEN r.status = 'DEAD_LETTERED' THEN now() END,
@@ -19,13 +28,28 @@ WITH results AS (
         updated_at = now()
     FROM results r
     WHERE n.id = r.id AND n.claim_token = r.token AND n.status = 'PROCESSING'
-    RETURNING n.id, n.status, n.attempt_count, n.redrive_count
+    RETURNING n.id, n.status, n.attempt_count, n.redrive_count, n.channel, n.recipient
+), attempts AS (
+    INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at, finished_at,
+                                   outcome, provider_message_id, error)
+    SELECT r.id, rec.attempt_count + r.refund::int, $12, r.started_at, r.finished_at,
+           r.outcome, r.message_id, r.error
+    FROM results r JOIN recorded rec ON rec.id = r.id
 ), events AS (
-    INSERT INTO webhook_events (id, notification_id, status, attempt_count,
+    INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
                                 redrive_generation, occurred_at)
-    SELECT gen_random_uuid(), id, status, attempt_count, redrive_count, now()
+    SELECT gen_random_uuid(), 'notification.' || lower(status), id, status, attempt_count,
+           redrive_count, now()
     FROM recorded WHERE status IN ('SENT', 'FAILED', 'DEAD_LETTERED')
     ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
     RETURNING 1
+), suppressed AS (
+    INSERT INTO suppressions (channel, address, reason)
+    SELECT rec.channel,
+           CASE WHEN rec.channel = 'EMAIL' THEN lower(rec.recipient) ELSE rec.recipient END,
+           'INVALID_RECIPIENT'
+    FROM results r JOIN recorded rec ON rec.id = r.id
+    WHERE r.suppress
+    ON CONFLICT (channel, address) DO NOTHING
 )
 SELECT (SELECT count(*) FROM recorded) AS recorded, (SELECT count(*) FROM events) AS events

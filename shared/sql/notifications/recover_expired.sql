@@ -23,9 +23,10 @@ WITH expired AS (
     FROM expired WHERE n.id = expired.id
     RETURNING n.id, n.status, n.attempt_count, n.redrive_count
 ), events AS (
-    INSERT INTO webhook_events (id, notification_id, status, attempt_count,
+    INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
                                 redrive_generation, occurred_at)
-    SELECT gen_random_uuid(), id, status, attempt_count, redrive_count, now()
+    SELECT gen_random_uuid(), 'notification.dead_lettered', id, status, attempt_count,
+           redrive_count, now()
     FROM recovered WHERE status = 'DEAD_LETTERED'
     ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
 )

@@ -8,10 +8,12 @@ WITH redriven AS (
     WHERE id = $2 AND status IN ('FAILED', 'DEAD_LETTERED')
     RETURNING id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
               attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at,
-              cancelled_at, redrive_count, last_redriven_at, created_at, updated_at
+              cancelled_at, redrive_count, last_redriven_at, created_at, updated_at,
+              provider_message_id
 ), woken AS (SELECT pg_notify('notify_queue_due', '') FROM redriven)
 SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
               attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at,
               cancelled_at, redrive_count, last_redriven_at, created_at, updated_at,
+              provider_message_id,
        (SELECT count(*) FROM woken) AS woken
 FROM redriven

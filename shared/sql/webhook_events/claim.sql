@@ -25,5 +25,5 @@ SET dispatch_state = CASE WHEN d.give_up THEN 'GIVEN_UP' ELSE 'DISPATCHING' END,
     given_up_at = CASE WHEN d.give_up THEN now() END,
     last_error = CASE WHEN d.give_up THEN $4 ELSE e.last_error END
 FROM due d WHERE e.id = d.id
-RETURNING e.id, e.notification_id, e.status, e.attempt_count, e.occurred_at,
+RETURNING e.id, e.type, e.notification_id, e.status, e.attempt_count, e.body, e.occurred_at,
           e.dispatch_attempts, e.next_dispatch_at, d.give_up

@@ -39,6 +39,22 @@ impl Env {
         }
     }
 
+    /// A number ≥ 0 (fractions allowed), at most a million.
+    pub(super) fn positive(&mut self, name: &str, default: f64) -> f64 {
+        let Some(raw) = self.string(name) else {
+            return default;
+        };
+        match raw.parse::<f64>() {
+            Ok(value) if (0.0..=1_000_000.0).contains(&value) => value,
+            _ => {
+                self.problems.push(format!(
+                    "{name} must be a number from 0 to 1000000 (got {raw:?})"
+                ));
+                default
+            }
+        }
+    }
+
     pub(super) fn fraction(&mut self, name: &str, default: f64) -> f64 {
         let Some(raw) = self.string(name) else {
             return default;

@@ -2,7 +2,10 @@
 //! and every problem is reported at once so an operator fixes them in one pass.
 
 mod env;
+mod providers;
 mod sections;
+
+pub use providers::{ChannelRate, CircuitConfig, ProviderChoice, ProvidersConfig};
 
 pub use sections::{
     AppRole, DatabaseTimeouts, MockProviderConfig, RateLimitConfig, RetryPolicy, SchedulerConfig,
@@ -34,6 +37,7 @@ pub struct Config {
     pub mock: MockProviderConfig,
     pub webhook: WebhookConfig,
     pub scheduler: SchedulerConfig,
+    pub providers: ProvidersConfig,
 }
 
 /// Neither the database URL (it may carry a password) nor the webhook secret is shown.
@@ -52,6 +56,7 @@ impl fmt::Debug for Config {
             .field("mock", &self.mock)
             .field("webhook", &self.webhook)
             .field("scheduler", &self.scheduler)
+            .field("providers", &self.providers)
             .finish()
     }
 }
@@ -164,6 +169,8 @@ impl Config {
             .unwrap_or_else(|| "notify-queue".into());
         let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
 
+        let providers = providers::read(&mut env);
+
         if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
             env.problems.push(format!(
                 "PROVIDER_TIMEOUT_MS ({provider_timeout_ms}) must be below \
@@ -239,6 +246,7 @@ impl Config {
                 group: scheduler_group,
                 role_arn: scheduler_role_arn,
             },
+            providers,
         })
     }
 }

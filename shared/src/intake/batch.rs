@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::read_json;
 use super::error::{ApiError, FieldError};
-use super::validation::validate_create;
+use super::validation::validate_create_for;
 use crate::auth::Caller;
 use crate::problems::Problems;
 use crate::queue::{self, BatchOutcome, NewNotification};
@@ -45,7 +45,7 @@ pub async fn create_batch(
     let mut valid: Vec<NewNotification> = Vec::with_capacity(items.len());
     let mut valid_index: Vec<usize> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        match validate_create(item, now) {
+        match validate_create_for(item, now, |c| state.providers.is_real(c)) {
             Ok(request) => {
                 valid_index.push(index);
                 valid.push(request.into_new(state.max_attempts, caller.key_id));

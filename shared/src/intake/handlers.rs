@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
-use super::validation::{RECIPIENT_MAX, validate_create};
+use super::validation::{RECIPIENT_MAX, validate_create_for};
 use crate::auth::Caller;
 use crate::domain::names;
 use crate::notification::Status;
@@ -33,7 +33,8 @@ pub async fn create(
     let body = read_json(&headers, body, BODY_LIMIT)
         .await?
         .unwrap_or(Value::Null);
-    let request = validate_create(&body, chrono::Utc::now()).map_err(ApiError::validation)?;
+    let request = validate_create_for(&body, chrono::Utc::now(), |c| state.providers.is_real(c))
+        .map_err(ApiError::validation)?;
     let new = request.into_new(state.max_attempts, caller.key_id);
     let db = state.pool.get().await?;
     match queue::insert(&db, &new).await? {

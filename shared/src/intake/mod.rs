@@ -3,12 +3,14 @@
 
 mod batch;
 mod body;
+mod delivery;
 mod docs;
 pub mod error;
 mod fingerprint;
 pub mod handlers;
 mod middleware;
 mod operations;
+pub mod payload;
 pub mod request;
 pub mod validation;
 
@@ -21,6 +23,7 @@ use axum::routing::{get, post};
 use deadpool_postgres::Pool;
 
 use crate::auth::{Authenticator, Refusal, Scope};
+use crate::config::{Config, ProvidersConfig};
 use error::ApiError;
 
 pub use middleware::request_id_for;
@@ -33,6 +36,21 @@ pub struct AppState {
     /// Attempts a new notification gets (`MAX_RETRIES + 1`).
     pub max_attempts: i32,
     pub auth: Authenticator,
+    /// Which provider sends each channel, and the circuit breaker's window, for
+    /// `GET /providers`.
+    pub providers: ProvidersConfig,
+}
+
+impl AppState {
+    /// The state of a process serving `config` on `pool` with `auth`.
+    pub fn new(pool: Pool, config: &Config, auth: Authenticator) -> Self {
+        AppState {
+            pool,
+            max_attempts: config.retry.max_attempts(),
+            auth,
+            providers: config.providers.clone(),
+        }
+    }
 }
 
 /// Which routes a process answers.
@@ -61,10 +79,12 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 "/notifications/{id}",
                 get(handlers::get_one).delete(handlers::cancel),
             )
+            .route("/notifications/{id}/attempts", get(delivery::attempts))
             .route_layer(client);
         let operator_routes = Router::new()
             .route("/notifications/retry", post(operations::retry_bulk))
             .route("/notifications/{id}/retry", post(operations::retry_one))
+            .route("/providers", get(delivery::providers))
             .route_layer(operator);
         router = router
             .merge(client_routes)

@@ -24,8 +24,19 @@ const FIELDS: [&str; 7] = [
     "delaySeconds",
 ];
 
-/// Validates one create body. `now` bounds `sendAt` (at most 365 days ahead).
+/// Validates one create body for channels that all go to the simulated provider. `now`
+/// bounds `sendAt` (at most 365 days ahead).
 pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest, Vec<FieldError>> {
+    validate_create_for(body, now, |_| false)
+}
+
+/// Validates one create body; a channel for which `real` is true must also carry what its
+/// real provider needs (see [`super::payload`]).
+pub fn validate_create_for(
+    body: &Value,
+    now: DateTime<Utc>,
+    real: impl Fn(Channel) -> bool,
+) -> Result<CreateRequest, Vec<FieldError>> {
     let mut problems = Problems::new();
     let Some(object) = body.as_object() else {
         problems.add("body", "body must be a JSON object");
@@ -98,6 +109,13 @@ pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest
             (None, None, None)
         }
     };
+
+    if let (Some(recipient), Some(channel), Some(Value::Object(fields))) =
+        (&recipient, channel, &payload)
+        && real(channel)
+    {
+        super::payload::check(channel, recipient, fields, &mut problems);
+    }
 
     match (recipient, channel, payload, priority, idempotency_key, due) {
         (

@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{Attempt, Delivery, ProviderOutcome};
+use chrono::Utc;
+
+use super::{Attempt, Call, Delivery, ProviderOutcome};
 use crate::stop::StopSignal;
 
 #[derive(Debug, Clone)]
@@ -56,17 +58,27 @@ impl Gate {
         F: Fn(&'a Delivery<'a>) -> Fut,
         Fut: Future<Output = ProviderOutcome>,
     {
-        let call = &call;
-        let calls = batch.iter().map(|delivery| async move {
-            let Some(_permit) = self.start().await else {
-                return Attempt::NotStarted;
-            };
-            Attempt::Finished(self.limit(call(delivery)).await)
-        });
-        futures::stream::iter(calls)
-            .buffered(batch.len().max(1))
-            .collect()
-            .await
+        // Built in a loop, not by a closure over the iterator: the futures stay `Send`
+        // for every lifetime the provider's boxed future needs.
+        let mut calls = futures::stream::FuturesOrdered::new();
+        for delivery in batch {
+            calls.push_back(self.attempt(call(delivery)));
+        }
+        calls.collect().await
+    }
+
+    /// One delivery: a place at the gate, then the call under the time limit.
+    async fn attempt(&self, call: impl Future<Output = ProviderOutcome>) -> Attempt {
+        let Some(_permit) = self.start().await else {
+            return Attempt::NotStarted;
+        };
+        let started_at = Utc::now();
+        let outcome = self.limit(call).await;
+        Attempt::Finished(Call {
+            outcome,
+            started_at,
+            finished_at: Utc::now(),
+        })
     }
 
     /// `call` under the time limit: too slow is a temporary failure.
@@ -96,6 +108,7 @@ mod tests {
             .map(|_| Delivery {
                 key: Uuid::new_v4(),
                 channel: crate::notification::Channel::Sms,
+                class: crate::domain::Class::Transactional,
                 recipient: "r",
                 payload,
             })
@@ -118,7 +131,7 @@ mod tests {
                 peak.fetch_max(running, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 now.fetch_sub(1, Ordering::SeqCst);
-                ProviderOutcome::Delivered { already: false }
+                ProviderOutcome::delivered()
             })
             .await;
         assert_eq!(attempts.len(), 7);
@@ -139,17 +152,19 @@ mod tests {
                     handle.stop();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                ProviderOutcome::Delivered { already: false }
+                ProviderOutcome::delivered()
             })
             .await;
+        let outcomes: Vec<Option<&ProviderOutcome>> =
+            attempts.iter().map(Attempt::outcome).collect();
         assert_eq!(
-            attempts,
+            outcomes,
             [
-                Attempt::Finished(ProviderOutcome::Temporary(
+                Some(&ProviderOutcome::Temporary(
                     "Provider timed out after 50ms".into()
                 )),
-                Attempt::NotStarted,
-                Attempt::NotStarted,
+                None,
+                None,
             ]
         );
     }

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use super::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
+use super::{Attempt, Call, Delivery, Gate, Provider, ProviderOutcome};
 use crate::backoff::Random;
 use crate::config::MockProviderConfig;
 use crate::sql::{Statement, statement};
@@ -105,14 +105,20 @@ impl SimulatedProvider {
             .zip(planned)
             .map(|(delivery, planned)| {
                 if already.contains(&delivery.key) {
-                    ProviderOutcome::Delivered { already: true }
+                    ProviderOutcome::Delivered {
+                        already: true,
+                        message_id: None,
+                    }
                 } else if let Some(outcome) = planned {
                     outcome
                 } else if stored.contains(&delivery.key) {
-                    ProviderOutcome::Delivered { already: false }
+                    ProviderOutcome::delivered()
                 } else {
                     // Stored by a concurrent call between our read and write: delivered once.
-                    ProviderOutcome::Delivered { already: true }
+                    ProviderOutcome::Delivered {
+                        already: true,
+                        message_id: None,
+                    }
                 }
             })
             .collect())
@@ -120,6 +126,14 @@ impl SimulatedProvider {
 }
 
 impl Provider for SimulatedProvider {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+
+    fn is_real(&self) -> bool {
+        false
+    }
+
     /// Each delivery takes its place at the gate and waits `MOCK_LATENCY_MS` (the call a
     /// real provider would make); the idempotency store then answers for every delivery
     /// that got through in one statement.
@@ -136,20 +150,26 @@ impl Provider for SimulatedProvider {
                 let Some(_permit) = gate.start().await else {
                     return Err(Attempt::NotStarted);
                 };
+                let started_at = Utc::now();
                 if !latency.is_zero()
                     && tokio::time::timeout(gate.timeout(), tokio::time::sleep(latency))
                         .await
                         .is_err()
                 {
-                    return Err(Attempt::Finished(gate.timed_out()));
+                    return Err(Attempt::Finished(Call {
+                        outcome: gate.timed_out(),
+                        started_at,
+                        finished_at: Utc::now(),
+                    }));
                 }
-                Ok(Utc::now())
+                Ok((started_at, Utc::now()))
             });
-            let calls: Vec<Result<DateTime<Utc>, Attempt>> = futures::future::join_all(calls).await;
+            let calls: Vec<Result<(DateTime<Utc>, DateTime<Utc>), Attempt>> =
+                futures::future::join_all(calls).await;
             let (through, times): (Vec<Delivery<'_>>, Vec<DateTime<Utc>>) = batch
                 .iter()
                 .zip(&calls)
-                .filter_map(|(delivery, call)| call.as_ref().ok().map(|at| (*delivery, *at)))
+                .filter_map(|(delivery, call)| call.as_ref().ok().map(|(_, at)| (*delivery, *at)))
                 .unzip();
             let mut stored = match self.deliver(&through, &times).await {
                 Ok(outcomes) => outcomes,
@@ -163,9 +183,13 @@ impl Provider for SimulatedProvider {
                 .into_iter()
                 .map(|call| match call {
                     Err(attempt) => attempt,
-                    Ok(_) => Attempt::Finished(stored.next().unwrap_or_else(|| {
-                        ProviderOutcome::Temporary("simulated provider lost a result".into())
-                    })),
+                    Ok((started_at, _)) => Attempt::Finished(Call {
+                        outcome: stored.next().unwrap_or_else(|| {
+                            ProviderOutcome::Temporary("simulated provider lost a result".into())
+                        }),
+                        started_at,
+                        finished_at: Utc::now(),
+                    }),
                 })
                 .collect()
         }

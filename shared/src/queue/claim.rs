@@ -9,10 +9,12 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::millis;
+use crate::domain::Class;
 use crate::notification::{Channel, Priority};
 use crate::sql::{Statement, statement};
 
-const CLAIM: Statement = statement!("notifications/claim");
+const CLAIM_CHANNEL: Statement = statement!("notifications/claim_channel");
+const CLAIM_PACED: Statement = statement!("notifications/claim_paced");
 const START_FENCE: Statement = statement!("notifications/start_fence");
 const RELEASE: Statement = statement!("notifications/release");
 
@@ -23,6 +25,7 @@ pub struct Claimed {
     pub token: Uuid,
     pub recipient: String,
     pub channel: Channel,
+    pub class: Class,
     pub priority: Priority,
     pub payload: Value,
     /// Already counts this attempt.
@@ -38,16 +41,33 @@ impl Claimed {
     }
 }
 
-/// Claims up to `limit` due notifications in claim order, for `lease`.
+/// How a channel is claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimMode {
+    /// Any due notification, up to the batch size (the simulated provider).
+    Free,
+    /// Only while the channel is neither paused nor open, and never more than its token
+    /// buckets hold (a real provider).
+    Paced,
+}
+
+/// Claims up to `limit` due notifications of `channel` in claim order, for `lease`.
 pub async fn claim(
     db: &impl GenericClient,
+    channel: Channel,
+    mode: ClaimMode,
     worker_id: &str,
     limit: i64,
     lease: Duration,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
-    let statement = CLAIM.prepare(db).await?;
+    let statement = match mode {
+        ClaimMode::Free => CLAIM_CHANNEL,
+        ClaimMode::Paced => CLAIM_PACED,
+    }
+    .prepare(db)
+    .await?;
     let rows = db
-        .query(&statement, &[&limit, &worker_id, &millis(lease)])
+        .query(&statement, &[&channel, &limit, &worker_id, &millis(lease)])
         .await?;
     let mut claimed = rows
         .iter()
@@ -57,6 +77,7 @@ pub async fn claim(
                 token: row.try_get("claim_token")?,
                 recipient: row.try_get("recipient")?,
                 channel: row.try_get("channel")?,
+                class: row.try_get("class")?,
                 priority: row.try_get("priority")?,
                 payload: row.try_get("payload")?,
                 attempt_count: row.try_get("attempt_count")?,

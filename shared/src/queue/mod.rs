@@ -7,11 +7,13 @@
 //! - [`claim`]: the worker's claim, start fence and release;
 //! - [`record`]: the worker's results, and recovery of expired claims;
 //! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
-//! - [`stats`]: aggregates for metrics.
+//! - [`stats`]: aggregates for metrics;
+//! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`).
 //!
 //! Every transition that leaves PROCESSING names the claim token it expects; a stale
 //! worker's statement matches no row and changes nothing.
 
+mod attempts;
 mod cancel;
 mod claim;
 mod insert;
@@ -20,11 +22,12 @@ mod record;
 mod redrive;
 pub mod stats;
 
+pub use attempts::{AttemptRecord, attempts};
 pub use cancel::cancel;
-pub use claim::{Claimed, claim, release, start_fence};
+pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
 pub use insert::{BatchOutcome, Due, InsertOutcome, NewNotification, insert, insert_batch};
 pub use read::{Cursor, ListFilter, ListPage, find, list};
-pub use record::{Disposition, RecordSummary, Recovered, record, recover_expired};
+pub use record::{Disposition, RecordSummary, Recovered, Settled, record, recover_expired};
 pub use redrive::{RedriveFilter, count_matching, redrive_matching, redrive_one};
 
 use tokio_postgres::Row;
@@ -57,6 +60,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
         last_redriven_at: row.try_get("last_redriven_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+        provider_message_id: row.try_get("provider_message_id")?,
     })
 }
 

@@ -1,12 +1,15 @@
-//! The worker's results, and recovery of claims whose worker died.
+//! The worker's results, with their attempt history, and recovery of claims whose worker
+//! died.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::{Claimed, count, millis};
 use crate::notification::Status;
+use crate::provider::Call;
 use crate::sql::{Statement, statement};
 
 const RECORD: Statement = statement!("notifications/record");
@@ -15,9 +18,13 @@ const RECOVER_EXPIRED: Statement = statement!("notifications/recover_expired");
 /// What the worker decided for one claimed notification after the provider answered.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disposition {
-    Sent,
+    Sent {
+        message_id: Option<String>,
+    },
+    /// FAILED; with `suppress` the address joins the suppression list.
     Failed {
         error: String,
+        suppress: bool,
     },
     /// Back to PENDING after `delay`; the attempt stays counted.
     Retry {
@@ -27,26 +34,53 @@ pub enum Disposition {
     DeadLettered {
         error: String,
     },
+    /// Back to PENDING after `delay` with the attempt refunded: the provider refused to
+    /// work for now (throttled) or for us at all (misconfigured), not this message.
+    Refund {
+        error: String,
+        delay: Duration,
+    },
 }
 
 impl Disposition {
+    pub fn sent() -> Self {
+        Disposition::Sent { message_id: None }
+    }
+
     pub fn status(&self) -> Status {
         match self {
-            Disposition::Sent => Status::Sent,
+            Disposition::Sent { .. } => Status::Sent,
             Disposition::Failed { .. } => Status::Failed,
-            Disposition::Retry { .. } => Status::Pending,
+            Disposition::Retry { .. } | Disposition::Refund { .. } => Status::Pending,
             Disposition::DeadLettered { .. } => Status::DeadLettered,
         }
     }
 
     pub fn error(&self) -> Option<&str> {
         match self {
-            Disposition::Sent => None,
-            Disposition::Failed { error }
+            Disposition::Sent { .. } => None,
+            Disposition::Failed { error, .. }
             | Disposition::Retry { error, .. }
-            | Disposition::DeadLettered { error } => Some(error),
+            | Disposition::DeadLettered { error }
+            | Disposition::Refund { error, .. } => Some(error),
         }
     }
+
+    fn delay(&self) -> Duration {
+        match self {
+            Disposition::Retry { delay, .. } | Disposition::Refund { delay, .. } => *delay,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// One claimed notification after its provider call: what happens next, and the call as
+/// attempt history keeps it.
+#[derive(Debug, Clone)]
+pub struct Settled<'a> {
+    pub claim: &'a Claimed,
+    pub disposition: Disposition,
+    pub call: &'a Call,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,25 +91,58 @@ pub struct RecordSummary {
     pub events: u64,
 }
 
-/// Records a batch of results in one statement, each fenced on its claim token.
+/// Records a batch of results in one statement, each fenced on its claim token, with
+/// one attempt row per provider call.
 pub async fn record(
     db: &impl GenericClient,
-    results: &[(&Claimed, Disposition)],
+    worker_id: &str,
+    results: &[Settled<'_>],
 ) -> Result<RecordSummary, tokio_postgres::Error> {
-    let ids: Vec<Uuid> = results.iter().map(|(c, _)| c.id).collect();
-    let tokens: Vec<Uuid> = results.iter().map(|(c, _)| c.token).collect();
-    let statuses: Vec<Status> = results.iter().map(|(_, d)| d.status()).collect();
-    let errors: Vec<Option<&str>> = results.iter().map(|(_, d)| d.error()).collect();
+    let ids: Vec<Uuid> = results.iter().map(|r| r.claim.id).collect();
+    let tokens: Vec<Uuid> = results.iter().map(|r| r.claim.token).collect();
+    let statuses: Vec<Status> = results.iter().map(|r| r.disposition.status()).collect();
+    let errors: Vec<Option<&str>> = results.iter().map(|r| r.disposition.error()).collect();
     let delays: Vec<i64> = results
         .iter()
-        .map(|(_, d)| match d {
-            Disposition::Retry { delay, .. } => millis(*delay),
-            _ => 0,
+        .map(|r| millis(r.disposition.delay()))
+        .collect();
+    let refunds: Vec<bool> = results
+        .iter()
+        .map(|r| matches!(r.disposition, Disposition::Refund { .. }))
+        .collect();
+    let outcomes: Vec<&str> = results.iter().map(|r| r.call.outcome.class()).collect();
+    let message_ids: Vec<Option<&str>> = results
+        .iter()
+        .map(|r| match &r.disposition {
+            Disposition::Sent { message_id } => message_id.as_deref(),
+            _ => None,
         })
+        .collect();
+    let started: Vec<DateTime<Utc>> = results.iter().map(|r| r.call.started_at).collect();
+    let finished: Vec<DateTime<Utc>> = results.iter().map(|r| r.call.finished_at).collect();
+    let suppress: Vec<bool> = results
+        .iter()
+        .map(|r| matches!(r.disposition, Disposition::Failed { suppress: true, .. }))
         .collect();
     let statement = RECORD.prepare(db).await?;
     let row = db
-        .query_one(&statement, &[&ids, &tokens, &statuses, &errors, &delays])
+        .query_one(
+            &statement,
+            &[
+                &ids,
+                &tokens,
+                &statuses,
+                &errors,
+                &delays,
+                &refunds,
+                &outcomes,
+                &message_ids,
+                &started,
+                &finished,
+                &suppress,
+                &worker_id,
+            ],
+        )
         .await?;
     Ok(RecordSummary {
         recorded: count(&row, "recorded")?,

@@ -23,13 +23,13 @@ impl SweeperFunction {
     /// Builds the pool (connections open lazily), the sweeper and the wake-up listener,
     /// which lives for the container and reconnects after a freeze by itself. Needs
     /// `DATABASE_URL`.
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+    pub async fn from_config(config: &Config) -> anyhow::Result<Self> {
         let url = config
             .database_url
             .clone()
             .context("DATABASE_URL is required for the deployed functions")?;
         let pool = db::pool_from_config(config)?;
-        let sweeper = Arc::new(Sweeper::from_config(&pool, config));
+        let sweeper = Arc::new(Sweeper::start(&pool, config).await);
         let wake = wake::listen(url, queue::WAKE_CHANNEL, StopSignal::never());
         Ok(SweeperFunction {
             pool,

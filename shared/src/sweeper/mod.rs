@@ -1,8 +1,13 @@
 //! The sweeper: one step function, [`Sweeper::sweep_once`], that recovers expired claims,
-//! claims a batch, fences it, delivers it and records every result in one statement.
-//! [`run`] is the loop around it that the `sweeper` Lambda ([`function`]) and
-//! `notify-local` share.
+//! claims due work of every channel, fences it, delivers it and records every result in
+//! one statement. [`run`] is the loop around it that the `sweeper` Lambda ([`function`])
+//! and `notify-local` share.
+//!
+//! - [`admit`]: the start fence, the rate limit, handing claims back.
+//! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
 
+mod admit;
+mod deliver;
 pub mod function;
 mod outcome;
 mod run;
@@ -17,18 +22,24 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 use tokio::sync::Semaphore;
 
-use crate::backoff::{Random, ThreadRandom, retry_delay};
-use crate::config::{Config, RateLimitConfig, RetryPolicy, WorkerConfig};
+use crate::backoff::{Random, ThreadRandom};
+use crate::config::{CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig};
+use crate::notification::Channel;
+use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
-use crate::queue::{self, Claimed, Disposition};
-use crate::ratelimit;
+use crate::provider::{Attempt, Gate, Provider};
+use crate::queue::{self, ClaimMode, Claimed, Settled};
 use crate::stop::StopSignal;
+use crate::{channel, ratelimit};
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// Expired claims returned per recovery statement.
 const RECOVERY_BATCH: i64 = 1000;
+/// Lease a claim must still have at the start fence beyond the provider time limits.
+const FENCE_MARGIN: Duration = Duration::from_secs(5);
+/// How often reservations of recipients no batch has seen lately are swept away.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 pub struct Sweeper {
     pool: Pool,
@@ -38,6 +49,7 @@ pub struct Sweeper {
     config: WorkerConfig,
     retry: RetryPolicy,
     rate_limit: Option<RateLimitConfig>,
+    circuit: CircuitConfig,
     /// Deliveries in flight in this process: `WORKER_CONCURRENCY` places, shared by every
     /// lane.
     permits: Arc<Semaphore>,
@@ -46,25 +58,44 @@ pub struct Sweeper {
     last_prune: Mutex<Option<Instant>>,
 }
 
-/// Lease a claim must still have at the start fence beyond the provider time limit.
-const FENCE_MARGIN: Duration = Duration::from_secs(5);
-
-/// How often reservations of recipients no batch has seen lately are swept away.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
-
 impl Sweeper {
-    /// The sweeper every process runs: the simulated provider, the configured retry
-    /// policy and rate limit.
-    pub fn from_config(pool: &Pool, config: &Config) -> Self {
-        let provider = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
+    /// The sweeper every process runs: the configured providers, retry policy, rate
+    /// limit and circuit breaker.
+    pub fn from_config(pool: &Pool, config: &Config, providers: ChannelProviders) -> Self {
         Sweeper::new(
             pool.clone(),
-            Arc::new(provider),
+            Arc::new(providers),
             Arc::new(ThreadRandom),
             config.worker.clone(),
             config.retry,
         )
         .with_rate_limit(config.rate_limit)
+        .with_circuit(config.providers.circuit)
+    }
+
+    /// The configured providers, with each paced channel's rate written to its token
+    /// buckets (a database that cannot be reached now leaves the buckets as they were; the
+    /// claim still works from them).
+    pub async fn start(pool: &Pool, config: &Config) -> Self {
+        let providers = ChannelProviders::from_config(pool, config).await;
+        let configured = match pool.get().await {
+            Ok(db) => channel::configure_rates(&db, &config.providers.rates, |channel| {
+                providers.is_real_for(channel)
+            })
+            .await
+            .map_err(anyhow::Error::from),
+            Err(error) => Err(error.into()),
+        };
+        if let Err(error) = configured {
+            tracing::warn!(error = %crate::telemetry::describe(&error), "could not write the channels' rates; the last ones written stay in force");
+        }
+        Self::from_config(pool, config, providers)
+    }
+
+    /// Every channel on the simulated provider.
+    pub fn simulated(pool: &Pool, config: &Config) -> Self {
+        let simulated = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
+        Self::from_config(pool, config, ChannelProviders::simulated(simulated))
     }
 
     pub fn new(
@@ -87,6 +118,12 @@ impl Sweeper {
             config,
             retry,
             rate_limit: None,
+            circuit: CircuitConfig {
+                failure_ratio: 0.5,
+                min_calls: 20,
+                window: Duration::from_secs(30),
+                open_for: Duration::from_secs(30),
+            },
             recovery_interval: RECOVERY_INTERVAL,
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
@@ -96,6 +133,12 @@ impl Sweeper {
     /// Holds every recipient to the rolling-window limit (production always sets it).
     pub fn with_rate_limit(mut self, limit: RateLimitConfig) -> Self {
         self.rate_limit = Some(limit);
+        self
+    }
+
+    /// The thresholds of the channels' circuit breakers.
+    pub fn with_circuit(mut self, circuit: CircuitConfig) -> Self {
+        self.circuit = circuit;
         self
     }
 
@@ -121,44 +164,15 @@ impl Sweeper {
         }
     }
 
-    /// One step: maybe recover, claim up to a batch, deliver, record.
+    /// One step: maybe recover, claim due work of every channel, deliver, record.
     pub async fn sweep_once(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
-        let mut outcome = SweepOutcome::default();
-        if let Some(limit) = &self.rate_limit
-            && due(&self.last_prune, PRUNE_INTERVAL)
-        {
-            let db = self.pool.get().await?;
-            ratelimit::prune_expired(&db, limit.window).await?;
-        }
-        if due(&self.last_recovery, self.recovery_interval) {
-            let db = self.pool.get().await?;
-            let recovered =
-                queue::recover_expired(&db, self.config.visibility_timeout, RECOVERY_BATCH).await?;
-            outcome.recovered = recovered.requeued + recovered.dead_lettered;
-            outcome.dead_lettered += recovered.dead_lettered;
-            if outcome.recovered > 0 {
-                tracing::warn!(
-                    requeued = recovered.requeued,
-                    dead_lettered = recovered.dead_lettered,
-                    "recovered expired claims"
-                );
-            }
-        }
+        let mut outcome = self.maintain().await?;
         if stop.is_stopped() {
             return Ok(outcome);
         }
-
-        let claimed = {
-            let db = self.pool.get().await?;
-            queue::claim(
-                &db,
-                &self.worker_id,
-                self.config.batch_size,
-                self.config.visibility_timeout,
-            )
-            .await?
-        };
+        let claimed = self.claim().await?;
         outcome.claimed = claimed.len() as u64;
+        outcome.full = claimed.len() as u64 >= self.config.batch_size as u64;
         if claimed.is_empty() {
             return Ok(outcome);
         }
@@ -189,150 +203,87 @@ impl Sweeper {
             self.config.provider_timeout,
         );
         let attempts = self.deliver(&held, &gate).await;
-        let mut results: Vec<(&Claimed, Disposition)> = Vec::with_capacity(held.len());
+        let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len());
         let mut unstarted: Vec<&Claimed> = Vec::new();
-        for (claim, attempt) in held.iter().zip(attempts) {
+        for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
                 Attempt::NotStarted => unstarted.push(claim),
-                Attempt::Finished(provider_outcome) => {
-                    let disposition = self.dispose(claim, provider_outcome);
-                    match disposition {
-                        Disposition::Sent => outcome.sent += 1,
-                        Disposition::Failed { .. } => outcome.failed += 1,
-                        Disposition::Retry { .. } => outcome.retried += 1,
-                        Disposition::DeadLettered { .. } => outcome.dead_lettered += 1,
-                    }
-                    log_result(claim, &disposition);
-                    results.push((claim, disposition));
+                Attempt::Finished(call) => {
+                    let disposition = self.dispose(claim, &call.outcome);
+                    deliver::tally(&mut outcome, claim, &disposition);
+                    settled.push(Settled {
+                        claim,
+                        disposition,
+                        call,
+                    });
                 }
             }
         }
         // Stopped before these started: the provider never saw them.
         outcome.released += self.release(&unstarted).await;
-        if results.is_empty() {
+        self.observe(&held, &attempts).await;
+        if settled.is_empty() {
             return Ok(outcome);
         }
-        // After the provider was called nothing is refunded: if recording fails, the lease
-        // expires and recovery resends with the same key.
+        // After the provider was called nothing is refunded but what the provider refused
+        // to work on: if recording fails, the lease expires and recovery resends with the
+        // same key.
         let db = self.pool.get().await?;
-        queue::record(&db, &results).await?;
+        queue::record(&db, &self.worker_id, &settled).await?;
         Ok(outcome)
     }
 
-    /// In one short transaction: renew the lease of every claim still held (the start
-    /// fence), then admit them against the rate limit; refused ones go back to PENDING,
-    /// due when a slot frees, attempt refunded. Returns what may be sent and how many
-    /// were deferred. No lock outlives the transaction.
-    async fn fence_and_admit<'a>(
-        &self,
-        claimed: &'a [Claimed],
-    ) -> anyhow::Result<(Vec<&'a Claimed>, u64)> {
-        let mut db = self.pool.get().await?;
-        let tx = db.transaction().await?;
-        let all: Vec<&Claimed> = claimed.iter().collect();
-        let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
-        // The lease must outlast the deliveries that follow: one provider time limit per
-        // round of WORKER_CONCURRENCY, capped at a whole lease.
-        let rounds = claimed.len().div_ceil(self.config.concurrency.max(1));
-        let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
-            + FENCE_MARGIN)
-            .min(self.config.visibility_timeout);
-        // Sent together, answered in one round trip: the two statements are independent.
-        let (locked, still_held) = tokio::join!(
-            async {
-                match self.rate_limit {
-                    Some(_) => ratelimit::lock_recipients(&tx, &recipients).await,
-                    None => Ok(()),
-                }
-            },
-            queue::start_fence(&tx, &all, needed, self.config.visibility_timeout),
-        );
-        locked?;
-        let still_held = still_held?;
-        let held: Vec<&Claimed> = all
-            .into_iter()
-            .filter(|c| still_held.contains(&c.id))
-            .collect();
-        let Some(limit) = &self.rate_limit else {
-            tx.commit().await?;
-            return Ok((held, 0));
-        };
-        let admission = ratelimit::admit(&tx, limit, &held).await?;
-        let deferred: Vec<(&Claimed, Option<chrono::DateTime<chrono::Utc>>)> = admission
-            .deferred
-            .iter()
-            .map(|(c, at)| (*c, Some(*at)))
-            .collect();
-        queue::release(&tx, &deferred).await?;
-        tx.commit().await?;
-        for (claim, at) in &admission.deferred {
-            tracing::info!(notification_id = %claim.id, due_at = %at, "rate limited; deferred");
+    /// Every channel's due work, each claimed by its own statement, the three sent
+    /// together on one connection. A channel sent by a real provider is paced.
+    async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
+        let db = self.pool.get().await?;
+        let claims = Channel::ALL.map(|channel| {
+            let mode = if self.provider.is_real_for(channel) {
+                ClaimMode::Paced
+            } else {
+                ClaimMode::Free
+            };
+            queue::claim(
+                &db,
+                channel,
+                mode,
+                &self.worker_id,
+                self.config.batch_size,
+                self.config.visibility_timeout,
+            )
+        });
+        let mut claimed = Vec::new();
+        for channel in futures::future::join_all(claims).await {
+            claimed.extend(channel?);
         }
-        Ok((admission.admitted, deferred.len() as u64))
+        Ok(claimed)
     }
 
-    /// Hands the batch to the provider; each delivery passes `gate` before it starts.
-    async fn deliver(&self, held: &[&Claimed], gate: &Gate) -> Vec<Attempt> {
-        let batch: Vec<Delivery<'_>> = held
-            .iter()
-            .map(|c| Delivery {
-                key: c.id,
-                channel: c.channel,
-                recipient: &c.recipient,
-                payload: &c.payload,
-            })
-            .collect();
-        let attempts = self.provider.send(&batch, gate).await;
-        if attempts.len() == batch.len() {
-            return attempts;
+    /// The housekeeping a step does now and then: pruning old reservations, recovering
+    /// expired claims.
+    async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
+        let mut outcome = SweepOutcome::default();
+        if let Some(limit) = &self.rate_limit
+            && due(&self.last_prune, PRUNE_INTERVAL)
+        {
+            let db = self.pool.get().await?;
+            ratelimit::prune_expired(&db, limit.window).await?;
         }
-        let error = format!(
-            "Provider answered {} results for {} deliveries",
-            attempts.len(),
-            batch.len()
-        );
-        batch
-            .iter()
-            .map(|_| Attempt::Finished(ProviderOutcome::Temporary(error.clone())))
-            .collect()
-    }
-
-    /// Decides what happens next from the provider's answer and the attempts left.
-    fn dispose(&self, claim: &Claimed, outcome: ProviderOutcome) -> Disposition {
-        match outcome {
-            ProviderOutcome::Delivered { .. } => Disposition::Sent,
-            ProviderOutcome::Permanent(error) => Disposition::Failed { error },
-            ProviderOutcome::Temporary(error) if claim.is_last_attempt() => {
-                Disposition::DeadLettered { error }
-            }
-            ProviderOutcome::Temporary(error) => {
-                let attempt = u32::try_from(claim.attempt_count).unwrap_or(1);
-                let delay = retry_delay(&self.retry, attempt, self.random.unit());
-                Disposition::Retry { error, delay }
+        if due(&self.last_recovery, self.recovery_interval) {
+            let db = self.pool.get().await?;
+            let recovered =
+                queue::recover_expired(&db, self.config.visibility_timeout, RECOVERY_BATCH).await?;
+            outcome.recovered = recovered.requeued + recovered.dead_lettered;
+            outcome.dead_lettered += recovered.dead_lettered;
+            if outcome.recovered > 0 {
+                tracing::warn!(
+                    requeued = recovered.requeued,
+                    dead_lettered = recovered.dead_lettered,
+                    "recovered expired claims"
+                );
             }
         }
-    }
-
-    /// Hands claims back untried, due now. Best effort: what cannot be released now is
-    /// recovered when its lease expires.
-    async fn release(&self, claimed: &[&Claimed]) -> u64 {
-        if claimed.is_empty() {
-            return 0;
-        }
-        let batch: Vec<(&Claimed, _)> = claimed.iter().map(|c| (*c, None)).collect();
-        let released = match self.pool.get().await {
-            Ok(db) => queue::release(&db, &batch)
-                .await
-                .map_err(anyhow::Error::from),
-            Err(error) => Err(error.into()),
-        };
-        match released {
-            Ok(count) => count,
-            Err(error) => {
-                tracing::warn!(error = %crate::telemetry::describe(&error), count = claimed.len(), "could not release claims; their lease will expire");
-                0
-            }
-        }
+        Ok(outcome)
     }
 }
 
@@ -348,23 +299,5 @@ fn due(last: &Mutex<Option<Instant>>, interval: Duration) -> bool {
             *last = Some(now);
             true
         }
-    }
-}
-
-fn log_result(claim: &Claimed, disposition: &Disposition) {
-    match disposition {
-        Disposition::Sent => {
-            tracing::debug!(notification_id = %claim.id, attempt = claim.attempt_count, "sent")
-        }
-        Disposition::Retry { delay, .. } => tracing::info!(
-            notification_id = %claim.id, attempt = claim.attempt_count,
-            retry_in_ms = delay.as_millis() as u64, "temporary failure; will retry"
-        ),
-        Disposition::Failed { .. } => tracing::warn!(
-            notification_id = %claim.id, attempt = claim.attempt_count, "permanent failure"
-        ),
-        Disposition::DeadLettered { .. } => tracing::warn!(
-            notification_id = %claim.id, attempt = claim.attempt_count, "dead-lettered"
-        ),
     }
 }

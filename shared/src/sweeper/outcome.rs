@@ -21,6 +21,12 @@ pub struct SweepOutcome {
     pub released: u64,
     /// Claims found taken over by another worker at the start fence.
     pub lost: u64,
+    /// Sent back untried with the attempt refunded: the provider throttled or could not
+    /// send for us.
+    pub refunded: u64,
+    /// Some channel had a full batch due: more work is likely waiting.
+    #[serde(skip)]
+    pub full: bool,
 }
 
 impl AddAssign for SweepOutcome {
@@ -34,5 +40,7 @@ impl AddAssign for SweepOutcome {
         self.recovered += other.recovered;
         self.released += other.released;
         self.lost += other.lost;
+        self.refunded += other.refunded;
+        self.full |= other.full;
     }
 }

@@ -34,7 +34,7 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
                     Ok(outcome) => {
                         failures = 0;
                         total += outcome;
-                        if outcome.claimed >= sweeper.config().batch_size as u64 {
+                        if outcome.full {
                             more_work.send_modify(|n| *n += 1);
                         }
                         outcome.claimed == 0

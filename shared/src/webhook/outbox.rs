@@ -26,14 +26,25 @@ pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedEvent {
     pub id: Uuid,
-    pub notification_id: Uuid,
-    /// The notification status the event reports (SENT, FAILED or DEAD_LETTERED).
-    pub status: String,
-    /// The notification's attempt count at the transition.
-    pub attempt_count: i32,
+    /// `notification.sent`, `circuit.opened`, …
+    pub kind: String,
+    pub subject: Subject,
     pub occurred_at: DateTime<Utc>,
     /// Already counts this dispatch; the fence for [`record`].
     pub dispatch_attempts: i32,
+}
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A notification's transition: its id, new status and attempt count then.
+    Notification {
+        id: Uuid,
+        status: String,
+        attempt_count: i32,
+    },
+    /// Anything else (a channel's circuit): the fields of the body, as written.
+    Other(serde_json::Value),
 }
 
 /// What one claim statement returned.
@@ -78,9 +89,18 @@ pub async fn claim(
             due,
             ClaimedEvent {
                 id: row.try_get("id")?,
-                notification_id: row.try_get("notification_id")?,
-                status: row.try_get("status")?,
-                attempt_count: row.try_get("attempt_count")?,
+                kind: row.try_get("type")?,
+                subject: match row.try_get::<_, Option<Uuid>>("notification_id")? {
+                    Some(id) => Subject::Notification {
+                        id,
+                        status: row.try_get("status")?,
+                        attempt_count: row.try_get("attempt_count")?,
+                    },
+                    None => Subject::Other(
+                        row.try_get::<_, Option<serde_json::Value>>("body")?
+                            .unwrap_or_default(),
+                    ),
+                },
                 occurred_at: row.try_get("occurred_at")?,
                 dispatch_attempts: row.try_get("dispatch_attempts")?,
             },

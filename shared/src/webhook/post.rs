@@ -5,24 +5,41 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::Utc;
-use serde::Serialize;
+use serde_json::{Map, Value, json};
+#[cfg(test)]
 use uuid::Uuid;
 
 use crate::notification::format_time;
-use crate::webhook::outbox::ClaimedEvent;
+use crate::webhook::outbox::{ClaimedEvent, Subject};
 use crate::webhook::signing::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, SigningKey};
 
 pub const EVENT_ID_HEADER: &str = "X-Webhook-Event-Id";
 
-/// The request body: exactly these five fields.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EventBody<'a> {
-    event_id: Uuid,
-    job_id: Uuid,
-    status: &'a str,
-    attempt_count: i32,
-    timestamp: String,
+/// The request body. A notification's event has the design's five fields and its type:
+/// `{"eventId","type","jobId","status","attemptCount","timestamp"}`; any other event has
+/// `eventId`, `type`, its own fields and `timestamp`.
+pub fn body(event: &ClaimedEvent) -> Value {
+    let mut body = Map::new();
+    body.insert("eventId".into(), json!(event.id));
+    body.insert("type".into(), json!(event.kind));
+    match &event.subject {
+        Subject::Notification {
+            id,
+            status,
+            attempt_count,
+        } => {
+            body.insert("jobId".into(), json!(id));
+            body.insert("status".into(), json!(status));
+            body.insert("attemptCount".into(), json!(attempt_count));
+        }
+        Subject::Other(fields) => {
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    body.insert("timestamp".into(), json!(format_time(&event.occurred_at)));
+    Value::Object(body)
 }
 
 /// Where events go and how they are signed.
@@ -58,14 +75,8 @@ impl WebhookClient {
 
     /// One POST. `Err` carries the `last_error` text: connection error, timeout or non-2xx.
     pub async fn post(&self, event: &ClaimedEvent) -> Result<(), String> {
-        let body = serde_json::to_vec(&EventBody {
-            event_id: event.id,
-            job_id: event.notification_id,
-            status: &event.status,
-            attempt_count: event.attempt_count,
-            timestamp: format_time(&event.occurred_at),
-        })
-        .map_err(|error| format!("Cannot encode the webhook body: {error}"))?;
+        let body = serde_json::to_vec(&body(event))
+            .map_err(|error| format!("Cannot encode the webhook body: {error}"))?;
         let event_id = event.id.to_string();
         let mut request = self
             .client
@@ -119,21 +130,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_body_has_exactly_the_five_documented_fields_in_order() {
+    fn a_notification_event_has_the_five_fields_and_its_type() {
         let id = Uuid::nil();
-        let body = serde_json::to_string(&EventBody {
-            event_id: id,
-            job_id: id,
-            status: "SENT",
-            attempt_count: 2,
-            timestamp: "2026-01-02T03:04:05.678Z".to_string(),
-        })
-        .expect("encode");
+        let event = ClaimedEvent {
+            id,
+            kind: "notification.sent".into(),
+            subject: Subject::Notification {
+                id,
+                status: "SENT".into(),
+                attempt_count: 2,
+            },
+            occurred_at: chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05.678Z")
+                .expect("time")
+                .to_utc(),
+            dispatch_attempts: 1,
+        };
         assert_eq!(
-            body,
-            format!(
-                r#"{{"eventId":"{id}","jobId":"{id}","status":"SENT","attemptCount":2,"timestamp":"2026-01-02T03:04:05.678Z"}}"#
-            )
+            body(&event),
+            json!({"eventId": id, "type": "notification.sent", "jobId": id, "status": "SENT",
+                   "attemptCount": 2, "timestamp": "2026-01-02T03:04:05.678Z"})
         );
+    }
+
+    #[test]
+    fn a_channel_event_carries_its_own_fields() {
+        let event = ClaimedEvent {
+            id: Uuid::nil(),
+            kind: "circuit.opened".into(),
+            subject: Subject::Other(json!({"channel": "EMAIL", "circuit": "OPEN"})),
+            occurred_at: chrono::Utc::now(),
+            dispatch_attempts: 1,
+        };
+        let body = body(&event);
+        assert_eq!(body["type"], "circuit.opened");
+        assert_eq!(body["channel"], "EMAIL");
+        assert!(body.get("jobId").is_none());
     }
 }

@@ -1,0 +1,64 @@
+-- After a batch of channel $1 went through its real provider: counts its $2 calls and $3
+-- temporary failures in the circuit breaker's window, pauses the channel until $8 (NULL:
+-- no pause; reason $9) and moves the circuit:
+--   CLOSED → OPEN when temporary failures are at least $4 of at least $5 calls in the
+--     last $6 seconds (counted since the circuit last changed);
+--   HALF_OPEN (a probe was sent) → CLOSED when the probe did not fail, → OPEN when it did.
+-- An OPEN circuit stays open $7 seconds. Every change to OPEN or CLOSED writes a webhook
+-- event (circuit.opened, circuit.closed). Returns the state before and after.
+WITH counted AS (
+    INSERT INTO channel_calls AS c (channel, second, calls, temporary)
+    VALUES ($1, date_trunc('second', now()), $2, $3)
+    ON CONFLICT (channel, second) DO UPDATE
+    SET calls = c.calls + excluded.calls, temporary = c.temporary + excluded.temporary
+), pruned AS (
+    DELETE FROM channel_calls WHERE channel = $1 AND second < now() - interval '10 minutes'
+), health AS (
+    SELECT channel, circuit, circuit_since FROM channel_health WHERE channel = $1 FOR UPDATE
+), window_totals AS (
+    -- The rows of this statement's own insert are not visible here; its counts are added.
+    SELECT coalesce(sum(c.calls), 0) + $2 AS calls, coalesce(sum(c.temporary), 0) + $3 AS temporary
+    FROM health h
+    LEFT JOIN channel_calls c
+           ON c.channel = $1 AND c.second > now() - $6::int8 * interval '1 second'
+          AND c.second >= date_trunc('second', h.circuit_since)
+), decided AS (
+    SELECT h.circuit AS before,
+           CASE
+               WHEN h.circuit = 'HALF_OPEN' AND $3 > 0 THEN 'OPEN'
+               WHEN h.circuit = 'HALF_OPEN' AND $2 > 0 THEN 'CLOSED'
+               WHEN h.circuit = 'CLOSED' AND w.calls >= $5 AND w.temporary >= $4 * w.calls
+                   THEN 'OPEN'
+               ELSE h.circuit
+           END AS after,
+           w.calls, w.temporary
+    FROM health h, window_totals w
+), moved AS (
+    UPDATE channel_health h
+    SET circuit = d.after,
+        circuit_since = CASE WHEN d.after <> d.before THEN now() ELSE h.circuit_since END,
+        circuit_until = CASE WHEN d.after = 'OPEN' AND d.after <> d.before
+                                 THEN now() + $7::int8 * interval '1 second'
+                             WHEN d.after = 'CLOSED' THEN NULL
+                             ELSE h.circuit_until END,
+        paused_until = CASE WHEN $8::timestamptz IS NOT NULL
+                                 AND (h.paused_until IS NULL OR h.paused_until < $8)
+                            THEN $8 ELSE h.paused_until END,
+        pause_reason = CASE WHEN $8::timestamptz IS NOT NULL
+                                 AND (h.paused_until IS NULL OR h.paused_until < $8)
+                            THEN $9 ELSE h.pause_reason END
+    FROM decided d
+    WHERE h.channel = $1
+), events AS (
+    INSERT INTO webhook_events (id, type, body, occurred_at)
+    SELECT gen_random_uuid(),
+           CASE d.after WHEN 'OPEN' THEN 'circuit.opened' ELSE 'circuit.closed' END,
+           jsonb_build_object('channel', $1::text, 'circuit', d.after, 'calls', d.calls,
+                              'failureRatio', CASE WHEN d.calls > 0
+                                                   THEN round(d.temporary::numeric / d.calls, 3)
+                                                   ELSE 0 END),
+           now()
+    FROM decided d
+    WHERE d.after <> d.before AND d.after IN ('OPEN', 'CLOSED')
+)
+SELECT before, after, calls, temporary FROM decided

@@ -1,0 +1,14 @@
+-- Every channel's pause and circuit, with the calls and temporary failures of the current
+-- window ($1 seconds, counted since the circuit last changed), for GET /providers and
+-- metrics.
+SELECT h.channel, h.circuit, h.circuit_since, h.circuit_until,
+       CASE WHEN h.paused_until > now() THEN h.paused_until END AS paused_until,
+       CASE WHEN h.paused_until > now() THEN h.pause_reason END AS pause_reason,
+       coalesce(sum(c.calls), 0)::int8 AS calls,
+       coalesce(sum(c.temporary), 0)::int8 AS temporary
+FROM channel_health h
+LEFT JOIN channel_calls c
+       ON c.channel = h.channel AND c.second > now() - $1::int8 * interval '1 second'
+      AND c.second >= date_trunc('second', h.circuit_since)
+GROUP BY h.channel, h.circuit, h.circuit_since, h.circuit_until, h.paused_until, h.pause_reason
+ORDER BY h.channel

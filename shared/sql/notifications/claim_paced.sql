@@ -1,0 +1,123 @@
+-- Claims due notifications of a paced channel $1 (up to $2) for worker $3 with a lease of
+-- $4 ms, never more than the channel's token buckets hold, and takes the tokens in the
+-- same statement: 50 sweepers share one honest budget. Each bucket is refilled for the
+-- time since it was last touched (rate per second, up to its burst). Transactional work
+-- may use its own tokens and then the bulk bucket's; bulk work only the bulk bucket's.
+-- A channel without a rate is not limited by tokens. A paused channel claims nothing; an open circuit claims nothing until it has been open
+-- long enough, then one probe (HALF_OPEN, held for the lease). Transactional work is
+-- claimed before bulk work, each by priority, then the longest-due, then the oldest.
+WITH health AS (
+    SELECT (paused_until IS NOT NULL AND paused_until > now()) AS paused,
+           circuit, circuit_until
+    FROM channel_health WHERE channel = $1
+    FOR UPDATE
+), cap AS (
+    SELECT CASE
+        WHEN health.paused THEN 0
+        WHEN health.circuit = 'CLOSED' THEN $2
+        -- OPEN and its time is up, or HALF_OPEN whose probe was not answered in time.
+        WHEN health.circuit_until <= now() THEN 1
+        ELSE 0 END AS cap
+    FROM health
+), buckets AS (
+    SELECT class, least(burst, tokens + rate * greatest(
+               extract(epoch FROM clock_timestamp() - refilled_at)::float8, 0)) AS available
+    FROM token_buckets WHERE channel = $1
+    FOR UPDATE
+), tokens AS (
+    -- Whole tokens per class; a channel without buckets (no rate set) is not limited.
+    SELECT cap.cap,
+           CASE WHEN count(buckets.class) = 0 THEN cap.cap
+                ELSE coalesce(max(floor(available)) FILTER (WHERE class = 'TRANSACTIONAL'), 0)
+           END::int8 AS own,
+           CASE WHEN count(buckets.class) = 0 THEN cap.cap
+                ELSE coalesce(max(floor(available)) FILTER (WHERE class = 'BULK'), 0)
+           END::int8 AS bulk
+    FROM cap LEFT JOIN buckets ON true
+    GROUP BY cap.cap
+), budget AS (
+    SELECT cap, own, bulk, least(cap, own + bulk) AS transactional FROM tokens
+), ht AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0), 0) FOR UPDATE SKIP LOCKED
+),
+nt AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht), 0) FOR UPDATE SKIP LOCKED
+),
+lt AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht) - (SELECT count(*) FROM nt), 0) FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    SELECT (SELECT count(*) FROM ht) + (SELECT count(*) FROM nt) + (SELECT count(*) FROM lt) AS transactional
+),
+hb AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'BULK' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
+                                          cap - taken.transactional)
+                             FROM budget, taken), 0), 0) FOR UPDATE SKIP LOCKED
+),
+nb AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'BULK' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
+                                          cap - taken.transactional)
+                             FROM budget, taken), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE SKIP LOCKED
+),
+lb AS (
+    SELECT id FROM notifications
+    WHERE channel = $1 AND class = 'BULK' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
+      AND attempt_count < max_attempts
+    ORDER BY next_attempt_at, created_at
+    LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
+                                          cap - taken.transactional)
+                             FROM budget, taken), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT id FROM ht UNION ALL SELECT id FROM nt UNION ALL SELECT id FROM lt
+    UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lb
+), claimed AS (
+    UPDATE notifications n
+    SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
+        lease_expires_at = now() + $4::int8 * interval '1 millisecond',
+        attempt_count = n.attempt_count + 1, updated_at = now()
+    FROM picked WHERE n.id = picked.id
+    RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
+              n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at
+), spent AS (
+    -- Transactional work spends its own tokens first, then borrows bulk tokens.
+    SELECT least(taken.transactional, budget.own) AS own,
+           greatest(taken.transactional - budget.own, 0)
+             + (SELECT count(*) FROM claimed WHERE class = 'BULK') AS bulk
+    FROM taken, budget
+), refilled AS (
+    UPDATE token_buckets b
+    SET tokens = buckets.available - CASE WHEN b.class = 'TRANSACTIONAL' THEN spent.own
+                                          ELSE spent.bulk END,
+        refilled_at = clock_timestamp()
+    FROM buckets, spent
+    WHERE b.channel = $1 AND b.class = buckets.class
+), probing AS (
+    -- A probe was granted: the circuit is HALF_OPEN until the probe's lease runs out.
+    UPDATE channel_health h
+    SET circuit = 'HALF_OPEN', circuit_since = now(),
+        circuit_until = now() + $4::int8 * interval '1 millisecond'
+    FROM health
+    WHERE h.channel = $1 AND health.circuit <> 'CLOSED' AND NOT health.paused
+      AND health.circuit_until <= now() AND EXISTS (SELECT 1 FROM claimed)
+)
+SELECT * FROM claimed

@@ -1,0 +1,199 @@
+//! What a real provider needs of a notification, checked at intake so a message that
+//! cannot be sent is refused with a 400 instead of failing later. The simulated provider
+//! takes any JSON object (the design's wire compatibility), so these rules apply only to
+//! channels sent by SES or SNS.
+
+use serde_json::{Map, Value};
+
+use crate::notification::Channel;
+use crate::problems::Problems;
+
+const SUBJECT_MAX: usize = 998;
+const SMS_TEXT_MAX: usize = 1600;
+const PUSH_DATA_MAX_BYTES: usize = 4096;
+const DEVICE_TOKEN_MAX: usize = 4096;
+
+/// Adds the problems of `payload` and `recipient` for `channel`'s real provider.
+pub fn check(
+    channel: Channel,
+    recipient: &str,
+    payload: &Map<String, Value>,
+    problems: &mut Problems,
+) {
+    match channel {
+        Channel::Email => {
+            if !is_email_address(recipient) {
+                problems.add("recipient", "recipient must be an email address");
+            }
+            match payload.get("subject") {
+                Some(Value::String(subject))
+                    if (1..=SUBJECT_MAX).contains(&subject.chars().count()) => {}
+                _ => problems.add(
+                    "payload.subject",
+                    format!("payload.subject must be a string of 1 to {SUBJECT_MAX} characters"),
+                ),
+            }
+            let text = optional_string(payload, "text", problems);
+            let html = optional_string(payload, "html", problems);
+            if text.is_none() && html.is_none() {
+                problems.add("payload.text", "payload needs text or html (or both)");
+            }
+            if let Some(reply_to) = optional_string(payload, "replyTo", problems)
+                && !is_email_address(reply_to)
+            {
+                problems.add(
+                    "payload.replyTo",
+                    "payload.replyTo must be an email address",
+                );
+            }
+        }
+        Channel::Sms => {
+            if !is_e164(recipient) {
+                problems.add(
+                    "recipient",
+                    "recipient must be an E.164 phone number (+ and 8 to 15 digits)",
+                );
+            }
+            match payload.get("text") {
+                Some(Value::String(text)) if (1..=SMS_TEXT_MAX).contains(&text.chars().count()) => {
+                }
+                _ => problems.add(
+                    "payload.text",
+                    format!("payload.text must be a string of 1 to {SMS_TEXT_MAX} characters"),
+                ),
+            }
+        }
+        Channel::Push => {
+            if !is_push_target(recipient) {
+                problems.add(
+                    "recipient",
+                    "recipient must be an SNS platform endpoint ARN or a device token",
+                );
+            }
+            let title = optional_string(payload, "title", problems);
+            let body = optional_string(payload, "body", problems);
+            if title.is_none() && body.is_none() {
+                problems.add("payload.body", "payload needs a title or a body (or both)");
+            }
+            match payload.get("data") {
+                None => {}
+                Some(Value::Object(data)) if data.values().all(Value::is_string) => {
+                    if Value::Object(data.clone()).to_string().len() > PUSH_DATA_MAX_BYTES {
+                        problems.add(
+                            "payload.data",
+                            format!(
+                                "payload.data must be at most {PUSH_DATA_MAX_BYTES} bytes as JSON"
+                            ),
+                        );
+                    }
+                }
+                Some(_) => problems.add(
+                    "payload.data",
+                    "payload.data must be an object of string values",
+                ),
+            }
+        }
+    }
+}
+
+/// A string member, if present; anything else present is a problem.
+fn optional_string<'a>(
+    payload: &'a Map<String, Value>,
+    field: &str,
+    problems: &mut Problems,
+) -> Option<&'a str> {
+    match payload.get(field) {
+        None => None,
+        Some(Value::String(text)) if !text.is_empty() => Some(text),
+        Some(_) => {
+            problems.add(
+                &format!("payload.{field}"),
+                format!("payload.{field} must be a non-empty string"),
+            );
+            None
+        }
+    }
+}
+
+/// `local@domain.tld`: one `@`, no spaces, a dot in the domain.
+pub fn is_email_address(text: &str) -> bool {
+    let Some((local, domain)) = text.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && local.len() <= 64
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// `+` and 8 to 15 digits.
+pub fn is_e164(text: &str) -> bool {
+    text.strip_prefix('+').is_some_and(|digits| {
+        (8..=15).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// An SNS platform endpoint ARN, or a device token (printable, no spaces).
+pub fn is_push_target(text: &str) -> bool {
+    if text.starts_with("arn:") {
+        return text.starts_with("arn:aws") && text.contains(":endpoint/");
+    }
+    (1..=DEVICE_TOKEN_MAX).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problems_of(channel: Channel, recipient: &str, payload: Value) -> Vec<String> {
+        let mut problems = Problems::new();
+        check(
+            channel,
+            recipient,
+            payload.as_object().expect("object"),
+            &mut problems,
+        );
+        problems
+            .into_errors()
+            .into_iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn each_channel_names_what_its_provider_needs() {
+        assert_eq!(
+            problems_of(Channel::Email, "not-an-address", json!({})),
+            ["recipient", "payload.subject", "payload.text"]
+        );
+        assert!(
+            problems_of(
+                Channel::Email,
+                "a@example.com",
+                json!({"subject": "s", "html": "<p>"})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            problems_of(Channel::Sms, "0612345678", json!({"text": ""})),
+            ["recipient", "payload.text"]
+        );
+        assert!(problems_of(Channel::Sms, "+33612345678", json!({"text": "hi"})).is_empty());
+        assert_eq!(
+            problems_of(Channel::Push, "has space", json!({"data": {"n": 1}})),
+            ["recipient", "payload.body", "payload.data"]
+        );
+        assert!(
+            problems_of(
+                Channel::Push,
+                "arn:aws:sns:us-east-1:123456789012:endpoint/GCM/app/0b1c",
+                json!({"title": "t"})
+            )
+            .is_empty()
+        );
+    }
+}

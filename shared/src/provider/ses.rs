@@ -1,0 +1,187 @@
+//! Email through Amazon SES v2 (`SendEmail`), one call per message, each through the gate.
+//! SES has no idempotency key: a resend after a crash between SES's answer and the
+//! record can deliver twice (the lease decides how often that can happen).
+
+use aws_sdk_sesv2::Client;
+use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::aws::{ServiceAnswer, classify, common, describe};
+use super::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
+
+pub struct SesProvider {
+    client: Client,
+    from: String,
+    configuration_set: Option<String>,
+}
+
+impl SesProvider {
+    pub fn new(
+        sdk: &aws_config::SdkConfig,
+        from: String,
+        configuration_set: Option<String>,
+    ) -> Self {
+        SesProvider {
+            client: Client::new(sdk),
+            from,
+            configuration_set,
+        }
+    }
+
+    async fn send_one(&self, delivery: &Delivery<'_>) -> ProviderOutcome {
+        let message = match message(delivery.payload) {
+            Ok(message) => message,
+            Err(problem) => return ProviderOutcome::Permanent(problem),
+        };
+        let mut request = self
+            .client
+            .send_email()
+            .from_email_address(&self.from)
+            .destination(
+                Destination::builder()
+                    .to_addresses(delivery.recipient)
+                    .build(),
+            )
+            .content(EmailContent::builder().simple(message).build());
+        if let Some(reply_to) = delivery.payload.get("replyTo").and_then(Value::as_str) {
+            request = request.reply_to_addresses(reply_to);
+        }
+        if let Some(set) = &self.configuration_set {
+            request = request.configuration_set_name(set);
+        }
+        match request.send().await {
+            Ok(sent) => ProviderOutcome::Delivered {
+                already: false,
+                message_id: sent.message_id().map(str::to_string),
+            },
+            Err(error) => classify(&error, ses_answer),
+        }
+    }
+}
+
+/// The message of a payload: `subject`, `text` and/or `html`, and the headers given as
+/// `headers` (the `List-Unsubscribe` pair of bulk email).
+fn message(payload: &Value) -> Result<Message, String> {
+    let text = |field: &str| payload.get(field).and_then(Value::as_str);
+    let content = |data: &str| {
+        Content::builder()
+            .data(data)
+            .charset("UTF-8")
+            .build()
+            .map_err(|error| format!("Cannot build the message: {error}"))
+    };
+    let subject = text("subject").ok_or("The payload has no subject")?;
+    let mut body = Body::builder();
+    if let Some(plain) = text("text") {
+        body = body.text(content(plain)?);
+    }
+    if let Some(html) = text("html") {
+        body = body.html(content(html)?);
+    }
+    let mut message = Message::builder()
+        .subject(content(subject)?)
+        .body(body.build());
+    if let Some(headers) = payload.get("headers").and_then(Value::as_object) {
+        for (name, value) in headers {
+            if let Some(value) = value.as_str() {
+                let header = MessageHeader::builder()
+                    .name(name)
+                    .value(value)
+                    .build()
+                    .map_err(|error| format!("Cannot build the message: {error}"))?;
+                message = message.headers(header);
+            }
+        }
+    }
+    Ok(message.build())
+}
+
+/// SES's own codes first, then the rules every AWS service shares.
+fn ses_answer(answer: &ServiceAnswer<'_>) -> ProviderOutcome {
+    let text = describe(answer);
+    match answer.code {
+        "AccountSuspendedException"
+        | "SendingPausedException"
+        | "MailFromDomainNotVerifiedException"
+        | "NotFoundException" => ProviderOutcome::Misconfigured(text),
+        // An identity that is not verified (the sender, or any recipient while the account
+        // is in the SES sandbox): nothing will go out until an operator fixes it.
+        "MessageRejected" if answer.message.contains("not verified") => {
+            ProviderOutcome::Misconfigured(text)
+        }
+        "MessageRejected" => ProviderOutcome::Permanent(text),
+        // SES refuses an address on its account-level suppression list.
+        "BadRequestException" if answer.message.to_ascii_lowercase().contains("suppress") => {
+            ProviderOutcome::InvalidRecipient(text)
+        }
+        _ => common(answer),
+    }
+}
+
+impl Provider for SesProvider {
+    fn send<'a>(
+        &'a self,
+        batch: &'a [Delivery<'a>],
+        gate: &'a Gate,
+    ) -> BoxFuture<'a, Vec<Attempt>> {
+        async move {
+            gate.each(batch, |delivery: &'a Delivery<'a>| self.send_one(delivery))
+                .await
+        }
+        .boxed()
+    }
+
+    fn name(&self) -> &'static str {
+        "ses"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, code: &'static str, message: &'static str) -> ServiceAnswer<'static> {
+        ServiceAnswer {
+            status,
+            code,
+            message,
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn ses_answers_are_classified_by_what_the_worker_must_do() {
+        assert!(matches!(
+            ses_answer(&answer(
+                400,
+                "MessageRejected",
+                "Email address is not verified."
+            )),
+            ProviderOutcome::Misconfigured(_)
+        ));
+        assert!(matches!(
+            ses_answer(&answer(400, "MessageRejected", "Illegal header")),
+            ProviderOutcome::Permanent(_)
+        ));
+        assert!(matches!(
+            ses_answer(&answer(400, "SendingPausedException", "")),
+            ProviderOutcome::Misconfigured(_)
+        ));
+        assert!(matches!(
+            ses_answer(&answer(429, "TooManyRequestsException", "")),
+            ProviderOutcome::Throttled { .. }
+        ));
+        assert!(matches!(
+            ses_answer(&answer(500, "InternalFailure", "")),
+            ProviderOutcome::Temporary(_)
+        ));
+    }
+
+    #[test]
+    fn a_payload_without_a_subject_is_not_a_message() {
+        assert!(message(&serde_json::json!({"text": "hi"})).is_err());
+        assert!(message(&serde_json::json!({"subject": "s", "text": "hi"})).is_ok());
+    }
+}

@@ -1,0 +1,84 @@
+//! Between the claim and the provider: the start fence, admission against the
+//! per-recipient rate limit, and handing claims back untried.
+
+use chrono::{DateTime, Utc};
+
+use super::{FENCE_MARGIN, Sweeper};
+use crate::queue::{self, Claimed};
+use crate::ratelimit;
+
+impl Sweeper {
+    /// In one short transaction: renew the lease of every claim still held (the start
+    /// fence), then admit them against the rate limit; refused ones go back to PENDING,
+    /// due when a slot frees, attempt refunded. Returns what may be sent and how many
+    /// were deferred. No lock outlives the transaction.
+    pub(super) async fn fence_and_admit<'a>(
+        &self,
+        claimed: &'a [Claimed],
+    ) -> anyhow::Result<(Vec<&'a Claimed>, u64)> {
+        let mut db = self.pool.get().await?;
+        let tx = db.transaction().await?;
+        let all: Vec<&Claimed> = claimed.iter().collect();
+        let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
+        // The lease must outlast the deliveries that follow: one provider time limit per
+        // round of WORKER_CONCURRENCY, capped at a whole lease.
+        let rounds = claimed.len().div_ceil(self.config.concurrency.max(1));
+        let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
+            + FENCE_MARGIN)
+            .min(self.config.visibility_timeout);
+        // Sent together, answered in one round trip: the two statements are independent.
+        let (locked, still_held) = tokio::join!(
+            async {
+                match self.rate_limit {
+                    Some(_) => ratelimit::lock_recipients(&tx, &recipients).await,
+                    None => Ok(()),
+                }
+            },
+            queue::start_fence(&tx, &all, needed, self.config.visibility_timeout),
+        );
+        locked?;
+        let still_held = still_held?;
+        let held: Vec<&Claimed> = all
+            .into_iter()
+            .filter(|c| still_held.contains(&c.id))
+            .collect();
+        let Some(limit) = &self.rate_limit else {
+            tx.commit().await?;
+            return Ok((held, 0));
+        };
+        let admission = ratelimit::admit(&tx, limit, &held).await?;
+        let deferred: Vec<(&Claimed, Option<DateTime<Utc>>)> = admission
+            .deferred
+            .iter()
+            .map(|(c, at)| (*c, Some(*at)))
+            .collect();
+        queue::release(&tx, &deferred).await?;
+        tx.commit().await?;
+        for (claim, at) in &admission.deferred {
+            tracing::info!(notification_id = %claim.id, due_at = %at, "rate limited; deferred");
+        }
+        Ok((admission.admitted, deferred.len() as u64))
+    }
+
+    /// Hands claims back untried, due now. Best effort: what cannot be released now is
+    /// recovered when its lease expires.
+    pub(super) async fn release(&self, claimed: &[&Claimed]) -> u64 {
+        if claimed.is_empty() {
+            return 0;
+        }
+        let batch: Vec<(&Claimed, _)> = claimed.iter().map(|c| (*c, None)).collect();
+        let released = match self.pool.get().await {
+            Ok(db) => queue::release(&db, &batch)
+                .await
+                .map_err(anyhow::Error::from),
+            Err(error) => Err(error.into()),
+        };
+        match released {
+            Ok(count) => count,
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::describe(&error), count = claimed.len(), "could not release claims; their lease will expire");
+                0
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The provider call and what follows from each answer: the disposition of every
+//! notification, and what a real provider's channel learnt (pauses, the circuit).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::{SweepOutcome, Sweeper};
+use crate::backoff::retry_delay;
+use crate::channel::{self, Circuit, Observation};
+use crate::notification::Channel;
+use crate::provider::{Attempt, Delivery, Gate, ProviderOutcome};
+use crate::queue::{Claimed, Disposition};
+
+/// How long a channel pauses after a throttle without `Retry-After`.
+const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
+/// How long a channel pauses after its provider said it cannot send for us.
+const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
+
+impl Sweeper {
+    /// Hands the batch to the provider; each delivery passes `gate` before it starts.
+    pub(super) async fn deliver(&self, held: &[&Claimed], gate: &Gate) -> Vec<Attempt> {
+        let batch: Vec<Delivery<'_>> = held
+            .iter()
+            .map(|c| Delivery {
+                key: c.id,
+                channel: c.channel,
+                class: c.class,
+                recipient: &c.recipient,
+                payload: &c.payload,
+            })
+            .collect();
+        let attempts = self.provider.send(&batch, gate).await;
+        if attempts.len() == batch.len() {
+            return attempts;
+        }
+        let error = format!(
+            "Provider answered {} results for {} deliveries",
+            attempts.len(),
+            batch.len()
+        );
+        batch
+            .iter()
+            .map(|_| Attempt::now(ProviderOutcome::Temporary(error.clone())))
+            .collect()
+    }
+
+    /// Decides what happens next from the provider's answer and the attempts left.
+    pub(super) fn dispose(&self, claim: &Claimed, outcome: &ProviderOutcome) -> Disposition {
+        match outcome.clone() {
+            ProviderOutcome::Delivered { message_id, .. } => Disposition::Sent { message_id },
+            ProviderOutcome::Permanent(error) => Disposition::Failed {
+                error,
+                suppress: false,
+            },
+            ProviderOutcome::InvalidRecipient(error) => Disposition::Failed {
+                error,
+                suppress: true,
+            },
+            ProviderOutcome::Temporary(error) if claim.is_last_attempt() => {
+                Disposition::DeadLettered { error }
+            }
+            ProviderOutcome::Temporary(error) => {
+                let attempt = u32::try_from(claim.attempt_count).unwrap_or(1);
+                let delay = retry_delay(&self.retry, attempt, self.random.unit());
+                Disposition::Retry { error, delay }
+            }
+            ProviderOutcome::Throttled {
+                retry_after,
+                reason,
+            } => Disposition::Refund {
+                error: reason,
+                delay: retry_after.unwrap_or(THROTTLE_PAUSE),
+            },
+            ProviderOutcome::Misconfigured(error) => Disposition::Refund {
+                error,
+                delay: MISCONFIGURED_PAUSE,
+            },
+        }
+    }
+
+    /// Tells each channel sent by a real provider what this batch showed: calls and
+    /// temporary failures for its circuit, and a pause after a throttle or a
+    /// misconfiguration. A change of circuit is logged once, here.
+    pub(super) async fn observe(&self, held: &[&Claimed], attempts: &[Attempt]) {
+        let mut seen: HashMap<Channel, Observation> = HashMap::new();
+        for (claim, attempt) in held.iter().zip(attempts) {
+            let Some(outcome) = attempt.outcome() else {
+                continue;
+            };
+            if !self.provider.is_real_for(claim.channel) {
+                continue;
+            }
+            let observation = seen.entry(claim.channel).or_default();
+            observation.calls += 1;
+            let pause = match outcome {
+                ProviderOutcome::Temporary(_) => {
+                    observation.temporary += 1;
+                    None
+                }
+                ProviderOutcome::Throttled {
+                    retry_after,
+                    reason,
+                } => Some((retry_after.unwrap_or(THROTTLE_PAUSE), reason.as_str())),
+                ProviderOutcome::Misconfigured(reason) => {
+                    tracing::error!(channel = claim.channel.as_str(), %reason, "provider misconfigured; channel paused");
+                    Some((MISCONFIGURED_PAUSE, reason.as_str()))
+                }
+                _ => None,
+            };
+            if let Some((wait, reason)) = pause {
+                let until = Utc::now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();
+                if observation.pause.as_ref().is_none_or(|(at, _)| *at < until) {
+                    observation.pause = Some((until, reason.to_string()));
+                }
+            }
+        }
+        for (channel, observation) in seen {
+            let moved = match self.pool.get().await {
+                Ok(db) => channel::observe(&db, channel, &observation, &self.circuit)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(error) => Err(error.into()),
+            };
+            match moved {
+                Ok((before, after)) if before != after => log_circuit(channel, after),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(
+                    error = %crate::telemetry::describe(&error),
+                    channel = channel.as_str(),
+                    "could not record the channel's health"
+                ),
+            }
+        }
+    }
+}
+
+fn log_circuit(channel: Channel, circuit: Circuit) {
+    match circuit {
+        Circuit::Open => tracing::error!(channel = channel.as_str(), "circuit opened"),
+        Circuit::Closed => tracing::warn!(channel = channel.as_str(), "circuit closed"),
+        Circuit::HalfOpen => tracing::info!(channel = channel.as_str(), "circuit half-open"),
+    }
+}
+
+/// Counts a disposition in the step's outcome and logs it.
+pub(super) fn tally(outcome: &mut SweepOutcome, claim: &Claimed, disposition: &Disposition) {
+    match disposition {
+        Disposition::Sent { .. } => {
+            outcome.sent += 1;
+            tracing::debug!(notification_id = %claim.id, attempt = claim.attempt_count, "sent")
+        }
+        Disposition::Retry { delay, .. } => {
+            outcome.retried += 1;
+            tracing::info!(
+                notification_id = %claim.id, attempt = claim.attempt_count,
+                retry_in_ms = delay.as_millis() as u64, "temporary failure; will retry"
+            )
+        }
+        Disposition::Failed { suppress, .. } => {
+            outcome.failed += 1;
+            tracing::warn!(
+                notification_id = %claim.id, attempt = claim.attempt_count,
+                address_suppressed = suppress, "permanent failure"
+            )
+        }
+        Disposition::DeadLettered { .. } => {
+            outcome.dead_lettered += 1;
+            tracing::warn!(notification_id = %claim.id, attempt = claim.attempt_count, "dead-lettered")
+        }
+        Disposition::Refund { delay, .. } => {
+            outcome.refunded += 1;
+            tracing::info!(
+                notification_id = %claim.id, due_in_ms = delay.as_millis() as u64,
+                "provider refused to work; attempt refunded"
+            )
+        }
+    }
+}
