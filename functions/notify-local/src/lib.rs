@@ -5,7 +5,9 @@
 //! - [`embedded`]: a private PostgreSQL started from the machine's binaries.
 //! - [`scratch`]: per-run databases for the tests and the benchmark.
 //! - [`keys`]: `notify-local keys create|list|revoke`.
+//! - [`aws_stub`]: a stand-in for SES and SNS on loopback, for tests and the benchmark.
 
+pub mod aws_stub;
 pub mod embedded;
 pub mod keys;
 pub mod runner;

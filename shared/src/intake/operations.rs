@@ -139,7 +139,7 @@ pub async fn metrics(
             }),
     };
     let db = state.pool.get().await?;
-    let snapshot = Snapshot::read(&db).await?;
+    let snapshot = Snapshot::read(&db, &state.providers.circuit).await?;
     if wants_text {
         let text = snapshot.prometheus().map_err(|_| ApiError::internal())?;
         let mut response = text.into_response();

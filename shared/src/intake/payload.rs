@@ -77,16 +77,16 @@ pub fn check(
             }
             match payload.get("data") {
                 None => {}
-                Some(Value::Object(data)) if data.values().all(Value::is_string) => {
-                    if Value::Object(data.clone()).to_string().len() > PUSH_DATA_MAX_BYTES {
-                        problems.add(
-                            "payload.data",
-                            format!(
-                                "payload.data must be at most {PUSH_DATA_MAX_BYTES} bytes as JSON"
-                            ),
-                        );
-                    }
+                Some(data @ Value::Object(fields))
+                    if fields.values().all(Value::is_string)
+                        && data.to_string().len() > PUSH_DATA_MAX_BYTES =>
+                {
+                    problems.add(
+                        "payload.data",
+                        format!("payload.data must be at most {PUSH_DATA_MAX_BYTES} bytes as JSON"),
+                    );
                 }
+                Some(Value::Object(fields)) if fields.values().all(Value::is_string) => {}
                 Some(_) => problems.add(
                     "payload.data",
                     "payload.data must be an object of string values",

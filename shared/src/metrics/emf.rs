@@ -5,6 +5,9 @@
 use deadpool_postgres::Pool;
 use serde_json::{Map, Value, json};
 
+use crate::channel::{self, ChannelState, Circuit};
+use crate::config::CircuitConfig;
+use crate::notification::Channel;
 use crate::queue::stats;
 use crate::sweeper::SweepOutcome;
 use crate::webhook::DrainOutcome;
@@ -60,16 +63,42 @@ pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 7] {
     ]
 }
 
-/// The sweeper's line, with the queue lag read at the end of the invocation.
-pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool) {
-    let lag = match pool.get().await {
-        Ok(db) => stats::queue_lag_seconds(&db).await.unwrap_or(0.0),
-        Err(_) => 0.0,
+/// The sweeper's line, with the queue lag and each channel's circuit and pause read at
+/// the end of the invocation.
+pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool, circuit: &CircuitConfig) {
+    let (lag, channels) = match pool.get().await {
+        Ok(db) => (
+            stats::queue_lag_seconds(&db).await.unwrap_or(0.0),
+            channel::read(&db, circuit).await.unwrap_or_default(),
+        ),
+        Err(_) => (0.0, Vec::new()),
     };
-    println!(
-        "{}",
-        line("sweeper", &sweeper_counts(outcome), Some(lag), now_ms())
-    );
+    let mut counts: Vec<(String, u64)> = sweeper_counts(outcome)
+        .iter()
+        .map(|(name, value)| (name.to_string(), *value))
+        .collect();
+    counts.extend(channel_counts(&channels));
+    let counts: Vec<(&str, u64)> = counts.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    println!("{}", line("sweeper", &counts, Some(lag), now_ms()));
+}
+
+/// Per channel: `EmailCircuitOpen` (1 while open or half-open) and `EmailPaused`.
+fn channel_counts(channels: &[ChannelState]) -> Vec<(String, u64)> {
+    let mut counts = Vec::new();
+    for state in channels {
+        let name = match state.channel {
+            Channel::Email => "Email",
+            Channel::Sms => "Sms",
+            Channel::Push => "Push",
+        };
+        let open = state.circuit != Circuit::Closed;
+        counts.push((format!("{name}CircuitOpen"), u64::from(open)));
+        counts.push((
+            format!("{name}Paused"),
+            u64::from(state.paused_until.is_some()),
+        ));
+    }
+    counts
 }
 
 /// The webhook drainer's line.

@@ -10,6 +10,8 @@ mod prometheus;
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
+use crate::channel::{self, ChannelState};
+use crate::config::CircuitConfig;
 use crate::notification::Status;
 use crate::queue::stats::{self, LatencyHistogram};
 use crate::webhook::outbox::{self, OutboxCounts};
@@ -35,15 +37,29 @@ pub struct Snapshot {
     pub queue_lag_seconds: f64,
     pub latency: LatencyHistogram,
     pub webhooks: OutboxCounts,
+    /// Every channel's circuit, pause and budgets.
+    pub channels: Vec<ChannelState>,
 }
 
 impl Snapshot {
-    pub async fn read(db: &impl GenericClient) -> Result<Self, tokio_postgres::Error> {
+    /// One scrape: each figure is one statement, all sent together on one connection.
+    pub async fn read(
+        db: &impl GenericClient,
+        circuit: &CircuitConfig,
+    ) -> Result<Self, tokio_postgres::Error> {
+        let (breakdown, lag, latency, webhooks, channels) = tokio::join!(
+            stats::breakdown(db),
+            stats::queue_lag_seconds(db),
+            stats::delivery_latency(db),
+            outbox::counts(db),
+            channel::read(db, circuit),
+        );
         Ok(Snapshot {
-            breakdown: stats::breakdown(db).await?,
-            queue_lag_seconds: stats::queue_lag_seconds(db).await?,
-            latency: stats::delivery_latency(db).await?,
-            webhooks: outbox::counts(db).await?,
+            breakdown: breakdown?,
+            queue_lag_seconds: lag?,
+            latency: latency?,
+            webhooks: webhooks?,
+            channels: channels?,
         })
     }
 

@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::Snapshot;
+use crate::channel::Circuit;
 use crate::notification::Status;
 use crate::queue::stats::LatencyHistogram;
 
@@ -95,6 +96,64 @@ impl Snapshot {
             "webhook_events",
             "Webhook outbox events by dispatch state",
             webhooks,
+        );
+
+        let circuit = Family::<Labels, Gauge>::default();
+        let paused = Family::<Labels, Gauge>::default();
+        let window_calls = Family::<Labels, Gauge>::default();
+        let window_temporary = Family::<Labels, Gauge>::default();
+        let rate = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        let tokens = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        for state in &self.channels {
+            let channel = vec![("channel".to_string(), state.channel.as_str().to_string())];
+            circuit.get_or_create(&channel).set(match state.circuit {
+                Circuit::Closed => 0,
+                Circuit::HalfOpen => 1,
+                Circuit::Open => 2,
+            });
+            paused
+                .get_or_create(&channel)
+                .set(i64::from(state.paused_until.is_some()));
+            window_calls.get_or_create(&channel).set(state.calls);
+            window_temporary
+                .get_or_create(&channel)
+                .set(state.temporary);
+            for (class, per_second, now) in &state.budgets {
+                let mut labels = channel.clone();
+                labels.push(("class".to_string(), class.as_str().to_string()));
+                rate.get_or_create(&labels).set(*per_second);
+                tokens.get_or_create(&labels).set(*now);
+            }
+        }
+        registry.register(
+            "channel_circuit_state",
+            "Circuit breaker per channel: 0 closed, 1 half-open, 2 open",
+            circuit,
+        );
+        registry.register(
+            "channel_paused",
+            "1 while the channel is paused (throttled or misconfigured provider)",
+            paused,
+        );
+        registry.register(
+            "channel_window_calls",
+            "Provider calls in the circuit breaker's current window",
+            window_calls,
+        );
+        registry.register(
+            "channel_window_temporary_failures",
+            "Temporary failures in the circuit breaker's current window",
+            window_temporary,
+        );
+        registry.register(
+            "channel_rate_per_second",
+            "Configured rate of a channel's token bucket, per class",
+            rate,
+        );
+        registry.register(
+            "channel_tokens",
+            "Tokens in a channel's bucket now, per class",
+            tokens,
         );
 
         let mut text = String::new();

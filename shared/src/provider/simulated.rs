@@ -16,6 +16,9 @@ use crate::sql::{Statement, statement};
 
 const DELIVER: Statement = statement!("simulated_deliveries/deliver");
 
+/// When a simulated call started and when the provider took the message.
+type Span = (DateTime<Utc>, DateTime<Utc>);
+
 pub const REJECTED: &str = "Recipient rejected by provider";
 pub const OUTAGE: &str = "Simulated provider outage";
 
@@ -164,8 +167,7 @@ impl Provider for SimulatedProvider {
                 }
                 Ok((started_at, Utc::now()))
             });
-            let calls: Vec<Result<(DateTime<Utc>, DateTime<Utc>), Attempt>> =
-                futures::future::join_all(calls).await;
+            let calls: Vec<Result<Span, Attempt>> = futures::future::join_all(calls).await;
             let (through, times): (Vec<Delivery<'_>>, Vec<DateTime<Utc>>) = batch
                 .iter()
                 .zip(&calls)

@@ -7,7 +7,7 @@ use anyhow::Context;
 use deadpool_postgres::Pool;
 
 use super::{SweepOutcome, Sweeper, run};
-use crate::config::Config;
+use crate::config::{CircuitConfig, Config};
 use crate::stop::StopSignal;
 use crate::wake::{self, Wake};
 use crate::{db, deadline, metrics, queue};
@@ -17,6 +17,7 @@ pub struct SweeperFunction {
     sweeper: Arc<Sweeper>,
     wake: Wake,
     provider_timeout: Duration,
+    circuit: CircuitConfig,
 }
 
 impl SweeperFunction {
@@ -36,6 +37,7 @@ impl SweeperFunction {
             sweeper,
             wake,
             provider_timeout: config.worker.provider_timeout,
+            circuit: config.providers.circuit,
         })
     }
 
@@ -45,7 +47,7 @@ impl SweeperFunction {
         let stop =
             StopSignal::never().with_deadline(deadline::reserve(deadline, self.provider_timeout));
         let outcome = run(self.sweeper.clone(), self.wake.clone(), stop).await;
-        metrics::emf::emit_sweeper(&outcome, &self.pool).await;
+        metrics::emf::emit_sweeper(&outcome, &self.pool, &self.circuit).await;
         outcome
     }
 }
