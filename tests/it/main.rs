@@ -5,3 +5,5 @@
 mod api;
 mod auth;
 mod batch;
+mod ratelimit;
+mod sweeper;
