@@ -7,3 +7,4 @@ mod auth;
 mod batch;
 mod ratelimit;
 mod sweeper;
+mod webhooks;
