@@ -5,6 +5,8 @@
 mod api;
 mod auth;
 mod batch;
+mod operations;
 mod ratelimit;
+mod redrive_lambda;
 mod sweeper;
 mod webhooks;
