@@ -12,6 +12,7 @@ mod chaos;
 mod logs;
 mod operations;
 mod processes;
+mod properties;
 mod ratelimit;
 mod redrive_lambda;
 mod sweeper;

@@ -12,9 +12,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, TimeDelta, Utc};
 use notify_shared::intake::validation::{
-    DELAY_SECONDS_MAX, IDEMPOTENCY_KEY_MAX, RECIPIENT_MAX, SEND_AT_HORIZON_DAYS, contains_nul,
-    validate_create,
+    DELAY_SECONDS_MAX, IDEMPOTENCY_KEY_MAX, RECIPIENT_MAX, SEND_AT_HORIZON_DAYS, validate_create,
 };
+use notify_shared::problems::contains_nul;
 use notify_shared::queue::{Cursor, Due};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
