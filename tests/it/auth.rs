@@ -220,7 +220,9 @@ async fn keys_are_stored_only_as_hashes_and_revoked_keys_stop_working() {
     let (id, key) = auth::create_key(&connection, "short-lived", Scope::Operator)
         .await
         .expect("key");
-    let secret = key.rsplit('_').next().expect("secret part");
+    // nq_<32 hex id>_<secret>; the secret is URL-safe base64 and may itself contain '_'.
+    let secret = key.splitn(3, '_').nth(2).expect("secret part");
+    assert_eq!(secret.len(), 43, "{key}");
     let stored: String = connection
         .query_one("SELECT secret_hash FROM api_keys WHERE id = $1", &[&id])
         .await
