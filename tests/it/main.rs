@@ -15,6 +15,7 @@ mod processes;
 mod properties;
 mod ratelimit;
 mod redrive_lambda;
+mod sql;
 mod sweeper;
 mod tls;
 mod webhooks;
