@@ -7,7 +7,7 @@ use std::time::Duration;
 use notify_shared::notification::Status;
 use notify_shared::provider::ProviderOutcome;
 use notify_tests::TestDb;
-use notify_tests::doubles::{DELIVERED, Fixed, Scripted, Slow};
+use notify_tests::doubles::{ByRecipient, DELIVERED, Fixed, Scripted, Slow};
 use notify_tests::factory::{self, Spec};
 use notify_tests::worker::{self, sweep, worker_config};
 use uuid::Uuid;
@@ -146,6 +146,40 @@ async fn a_provider_slower_than_the_time_limit_is_a_temporary_failure_that_says_
         Some("Provider timed out after 100ms")
     );
     assert!(factory::events(&db.pool, n.id).await.is_empty());
+}
+
+/// The time limit applies to each delivery, not to the batch: one delivery that never
+/// answers is retried, and the others of its batch are sent.
+#[tokio::test]
+async fn a_delivery_that_never_answers_times_out_alone_and_its_batch_mates_are_sent() {
+    let db = TestDb::new().await;
+    let slow = factory::create(&db.pool, Spec::to("slow-a@example.com")).await;
+    let quick =
+        factory::create_many(&db.pool, 3, |i| Spec::to(&format!("sent-{i}@example.com"))).await;
+    let sweeper = worker::sweeper(&db.pool, Arc::new(ByRecipient))
+        .random(Fixed(0.0))
+        .config(
+            worker_config()
+                .concurrency(4)
+                .provider_timeout(Duration::from_millis(200)),
+        )
+        .build();
+    let outcome = sweep(&sweeper).await;
+    assert_eq!(
+        (outcome.claimed, outcome.sent, outcome.retried),
+        (4, 3, 1),
+        "{outcome:?}"
+    );
+    let stored = factory::load(&db.pool, slow.id).await;
+    assert_eq!((stored.status, stored.attempt_count), (Status::Pending, 1));
+    assert_eq!(
+        stored.last_error.as_deref(),
+        Some("Provider timed out after 200ms")
+    );
+    for n in &quick {
+        let stored = factory::load(&db.pool, n.id).await;
+        assert_eq!((stored.status, stored.last_error), (Status::Sent, None));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
