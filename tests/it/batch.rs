@@ -1,5 +1,6 @@
 //! `POST /notifications/batch`: one set-based insert, a result per item.
 
+use notify_tests::app::{assert_envelope, details};
 use notify_tests::{TestApp, factory};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -108,4 +109,34 @@ async fn simultaneous_batches_sharing_keys_create_each_key_once() {
         "every key created exactly once across the batches"
     );
     assert_eq!(factory::count_where(app.pool(), "true").await, 200);
+}
+
+#[tokio::test]
+async fn every_problem_with_the_batch_body_is_reported_at_once() {
+    let app = TestApp::spawn().await;
+    let (status, error) = app
+        .create_batch(&json!({"items": [item("a")], "notifications": [], "colour": "red"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_envelope(&error, 400, "/notifications/batch");
+    let mut reported = details(&error);
+    reported.sort();
+    assert_eq!(
+        reported,
+        [
+            (
+                "colour".to_string(),
+                vec!["property colour should not exist".to_string()]
+            ),
+            (
+                "items".to_string(),
+                vec!["property items should not exist".to_string()]
+            ),
+            (
+                "notifications".to_string(),
+                vec!["notifications must contain between 1 and 5000 items".to_string()]
+            ),
+        ]
+    );
+    assert_eq!(factory::count_where(app.pool(), "true").await, 0);
 }

@@ -42,6 +42,36 @@ async fn several_invalid_fields_are_reported_together() {
     );
 }
 
+/// One wording for a bad recipient, whichever route reads it.
+#[tokio::test]
+async fn a_bad_recipient_reads_the_same_on_create_list_and_bulk_retry() {
+    let app = TestApp::spawn().await;
+    let too_long = format!("{}@example.com", "a".repeat(320));
+    let length = "recipient must be between 1 and 320 characters";
+    let nul = "recipient must not contain NUL (\\u0000) characters";
+    for (recipient, query, expected) in [
+        ("", "", vec![length]),
+        (too_long.as_str(), too_long.as_str(), vec![length]),
+        ("a\u{0}b", "a%00b", vec![nul]),
+    ] {
+        let mut create = body("bad-recipient");
+        create["recipient"] = json!(recipient);
+        let (status, created) = app.create(&create).await;
+        let (_, listed) = app.list(&format!("recipient={query}")).await;
+        let (_, redriven) = app.retry_bulk(&json!({"recipient": recipient})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{created}");
+        for error in [&created, &listed, &redriven] {
+            assert_eq!(error["statusCode"], 400, "{recipient:?}: {error}");
+            let recipient_errors: Vec<_> = details(error)
+                .into_iter()
+                .filter(|(field, _)| field == "recipient")
+                .flat_map(|(_, errors)| errors)
+                .collect();
+            assert_eq!(recipient_errors, expected, "{recipient:?}: {error}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn null_schedule_fields_are_400_never_500() {
     let app = TestApp::spawn().await;
