@@ -1,7 +1,28 @@
-//! The test harness shared by every integration test.
+//! The test harness shared by every integration test (the modules of `tests/it`).
+//!
+//! - [`db`]: a fresh database per test ([`TestDb`]), cloned from a migrated template.
+//! - [`factory`]: notifications and outbox rows in a known state.
+//! - [`app`]: [`TestApp`], a test database with the API served on it and typed verbs.
+//! - [`doubles`]: the providers and randomness tests script.
+//! - [`worker`]: worker configuration, sweepers and webhook drainers for tests.
+//! - [`receiver`]: a scripted webhook receiver on 127.0.0.1.
+//! - [`process`]: real `notify-local` processes.
+//! - [`moto`]: a local AWS Scheduler API.
+
+pub mod app;
+pub mod db;
+pub mod doubles;
+pub mod factory;
+pub mod moto;
+pub mod process;
+pub mod receiver;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+pub use app::{Reply, TestApp};
+pub use db::TestDb;
 
 /// The workspace root (migrations, docs and fixtures live there).
 pub const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");

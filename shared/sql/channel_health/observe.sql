@@ -8,7 +8,7 @@
 -- event (circuit.opened, circuit.closed). Returns the state before and after.
 WITH counted AS (
     INSERT INTO channel_calls AS c (channel, second, calls, temporary)
-    VALUES ($1, date_trunc('second', now()), $2, $3)
+    VALUES ($1, date_trunc('second', now()), $2::int8, $3::int8)
     ON CONFLICT (channel, second) DO UPDATE
     SET calls = c.calls + excluded.calls, temporary = c.temporary + excluded.temporary
 ), pruned AS (
@@ -17,7 +17,8 @@ WITH counted AS (
     SELECT channel, circuit, circuit_since FROM channel_health WHERE channel = $1 FOR UPDATE
 ), window_totals AS (
     -- The rows of this statement's own insert are not visible here; its counts are added.
-    SELECT coalesce(sum(c.calls), 0) + $2 AS calls, coalesce(sum(c.temporary), 0) + $3 AS temporary
+    SELECT coalesce(sum(c.calls), 0) + $2::int8 AS calls,
+           coalesce(sum(c.temporary), 0) + $3::int8 AS temporary
     FROM health h
     LEFT JOIN channel_calls c
            ON c.channel = $1 AND c.second > now() - $6::int8 * interval '1 second'
@@ -25,9 +26,10 @@ WITH counted AS (
 ), decided AS (
     SELECT h.circuit AS before,
            CASE
-               WHEN h.circuit = 'HALF_OPEN' AND $3 > 0 THEN 'OPEN'
-               WHEN h.circuit = 'HALF_OPEN' AND $2 > 0 THEN 'CLOSED'
-               WHEN h.circuit = 'CLOSED' AND w.calls >= $5 AND w.temporary >= $4 * w.calls
+               WHEN h.circuit = 'HALF_OPEN' AND $3::int8 > 0 THEN 'OPEN'
+               WHEN h.circuit = 'HALF_OPEN' AND $2::int8 > 0 THEN 'CLOSED'
+               WHEN h.circuit = 'CLOSED' AND w.calls >= $5::int8
+                    AND w.temporary >= $4::float8 * w.calls
                    THEN 'OPEN'
                ELSE h.circuit
            END AS after,

@@ -14,7 +14,7 @@ WITH health AS (
 ), cap AS (
     SELECT CASE
         WHEN health.paused THEN 0
-        WHEN health.circuit = 'CLOSED' THEN $2
+        WHEN health.circuit = 'CLOSED' THEN $2::int8
         -- OPEN and its time is up, or HALF_OPEN whose probe was not answered in time.
         WHEN health.circuit_until <= now() THEN 1
         ELSE 0 END AS cap

@@ -142,9 +142,9 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Real providers are paced, paused and guarded by a circuit breaker; the simulated
-    /// provider is exempt (its failures are the retry tests').
+    /// provider (and a test double, unless it says otherwise) is exempt.
     fn is_real(&self) -> bool {
-        true
+        false
     }
 
     /// Whether `channel` is sent by a real provider (a router answers per channel).

@@ -136,6 +136,10 @@ impl Provider for SesProvider {
     fn name(&self) -> &'static str {
         "ses"
     }
+
+    fn is_real(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

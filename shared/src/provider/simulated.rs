@@ -133,10 +133,6 @@ impl Provider for SimulatedProvider {
         "simulated"
     }
 
-    fn is_real(&self) -> bool {
-        false
-    }
-
     /// Each delivery takes its place at the gate and waits `MOCK_LATENCY_MS` (the call a
     /// real provider would make); the idempotency store then answers for every delivery
     /// that got through in one statement.

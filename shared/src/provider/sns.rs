@@ -88,6 +88,10 @@ impl Provider for SmsProvider {
     fn name(&self) -> &'static str {
         "sns"
     }
+
+    fn is_real(&self) -> bool {
+        true
+    }
 }
 
 pub struct PushProvider {
@@ -181,6 +185,10 @@ impl Provider for PushProvider {
 
     fn name(&self) -> &'static str {
         "sns"
+    }
+
+    fn is_real(&self) -> bool {
+        true
     }
 }
 

@@ -16,14 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use notify_local::embedded::EmbeddedPostgres;
-use notify_local::scratch;
+use notify_local::embedded::{EmbeddedPostgres, default_base_dir};
 use notify_shared::db;
+use notify_tests::notify_local_binary;
 use tempfile::TempDir;
-
-fn binary() -> std::path::PathBuf {
-    notify_tests::notify_local_binary()
-}
 
 /// A private PostgreSQL serving TLS with a certificate signed by a CA made for the test.
 struct TlsServer {
@@ -38,8 +34,7 @@ impl TlsServer {
             .tempdir()
             .expect("temporary folder");
         make_certificates(certs.path());
-        let base = Path::new(notify_tests::WORKSPACE).join("target/embedded-postgres");
-        let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&base))
+        let server = tokio::task::spawn_blocking(|| EmbeddedPostgres::start(&default_base_dir()))
             .await
             .expect("start task")
             .expect("start a private PostgreSQL");
@@ -333,7 +328,7 @@ async fn a_pool_over_tls_runs_the_migrations_and_every_connection_is_encrypted()
 /// process's trusted CA bundle (`SSL_CERT_FILE`). Returns its stderr when it exits early.
 fn serves(url: &str, ca_file: Option<&Path>, log: &Path) -> Result<(), String> {
     let stderr = std::fs::File::create(log).map_err(|e| e.to_string())?;
-    let mut command = Command::new(binary());
+    let mut command = Command::new(notify_local_binary());
     command
         .env("APP_ROLE", "api")
         .env("PORT", "0")

@@ -1,8 +1,7 @@
 //! `POST /notifications/batch`: one set-based insert, a result per item.
 
-mod common;
-
-use common::{factory, spawn_api, test_db};
+use notify_tests::app::{assert_envelope, details};
+use notify_tests::{TestApp, factory};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -11,25 +10,13 @@ fn item(key: &str) -> Value {
            "priority": "NORMAL", "idempotencyKey": key, "delaySeconds": 30})
 }
 
-async fn post_batch(base: &str, body: &Value) -> (StatusCode, Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{base}/notifications/batch"))
-        .json(body)
-        .send()
-        .await
-        .expect("request");
-    (
-        response.status(),
-        response.json().await.unwrap_or(Value::Null),
-    )
-}
-
 #[tokio::test]
 async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
-    let db = test_db().await;
-    let base = spawn_api(&db).await;
+    let app = TestApp::spawn().await;
     // An earlier single POST owns key "taken"; the batch replays it once and conflicts once.
-    let (status, _) = post_batch(&base, &json!({"notifications": [item("taken")]})).await;
+    let (status, _) = app
+        .create_batch(&json!({"notifications": [item("taken")]}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     let mut conflicting = item("taken");
     conflicting["payload"] = json!({"different": true});
@@ -38,8 +25,7 @@ async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
     let mut repeated_differently = item("fresh");
     repeated_differently["priority"] = json!("HIGH");
 
-    let (status, body) = post_batch(
-        &base,
+    let (status, body) = app.create_batch(
         &json!({"notifications": [item("fresh"), item("taken"), conflicting, invalid, item("fresh"), repeated_differently]}),
     )
     .await;
@@ -62,15 +48,14 @@ async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
     assert!(results[3]["id"].is_null());
     assert_eq!(results[3]["errors"][0]["field"], "channel");
     assert_eq!(results[2]["errors"][0]["field"], "idempotencyKey");
-    assert_eq!(factory::count_where(&db.pool, "true").await, 2);
+    assert_eq!(factory::count_where(app.pool(), "true").await, 2);
 }
 
 #[tokio::test]
 async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
-    let db = test_db().await;
-    let base = spawn_api(&db).await;
+    let app = TestApp::spawn().await;
     let items: Vec<Value> = (0..5000).map(|i| item(&format!("bulk-{i}"))).collect();
-    let (status, body) = post_batch(&base, &json!({"notifications": items})).await;
+    let (status, body) = app.create_batch(&json!({"notifications": items})).await;
     assert_eq!(status, StatusCode::OK);
     let created = body["results"]
         .as_array()
@@ -79,10 +64,10 @@ async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
         .filter(|r| r["status"] == 201)
         .count();
     assert_eq!(created, 5000);
-    assert_eq!(factory::count_where(&db.pool, "true").await, 5000);
+    assert_eq!(factory::count_where(app.pool(), "true").await, 5000);
 
     let too_many: Vec<Value> = (0..5001).map(|i| item(&format!("over-{i}"))).collect();
-    let (status, error) = post_batch(&base, &json!({"notifications": too_many})).await;
+    let (status, error) = app.create_batch(&json!({"notifications": too_many})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(error["details"][0]["field"], "notifications");
     for bad in [
@@ -91,22 +76,21 @@ async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
         json!({"items": []}),
         json!([]),
     ] {
-        let (status, _) = post_batch(&base, &bad).await;
+        let (status, _) = app.create_batch(&bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
     }
-    assert_eq!(factory::count_where(&db.pool, "true").await, 5000);
+    assert_eq!(factory::count_where(app.pool(), "true").await, 5000);
 }
 
 #[tokio::test]
 async fn simultaneous_batches_sharing_keys_create_each_key_once() {
-    let db = test_db().await;
-    let base = spawn_api(&db).await;
+    let app = TestApp::spawn().await;
     let items: Vec<Value> = (0..200).map(|i| item(&format!("shared-{i}"))).collect();
     let forward = json!({"notifications": items});
     let backward = json!({"notifications": items.iter().rev().collect::<Vec<_>>()});
     // Opposite orders: inserting in request order would let two batches deadlock.
     let responses = futures::future::join_all(
-        (0..6).map(|i| post_batch(&base, if i % 2 == 0 { &forward } else { &backward })),
+        (0..6).map(|i| app.create_batch(if i % 2 == 0 { &forward } else { &backward })),
     )
     .await;
     let mut created = 0;
@@ -124,5 +108,35 @@ async fn simultaneous_batches_sharing_keys_create_each_key_once() {
         created, 200,
         "every key created exactly once across the batches"
     );
-    assert_eq!(factory::count_where(&db.pool, "true").await, 200);
+    assert_eq!(factory::count_where(app.pool(), "true").await, 200);
+}
+
+#[tokio::test]
+async fn every_problem_with_the_batch_body_is_reported_at_once() {
+    let app = TestApp::spawn().await;
+    let (status, error) = app
+        .create_batch(&json!({"items": [item("a")], "notifications": [], "colour": "red"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_envelope(&error, 400, "/notifications/batch");
+    let mut reported = details(&error);
+    reported.sort();
+    assert_eq!(
+        reported,
+        [
+            (
+                "colour".to_string(),
+                vec!["property colour should not exist".to_string()]
+            ),
+            (
+                "items".to_string(),
+                vec!["property items should not exist".to_string()]
+            ),
+            (
+                "notifications".to_string(),
+                vec!["notifications must contain between 1 and 5000 items".to_string()]
+            ),
+        ]
+    );
+    assert_eq!(factory::count_where(app.pool(), "true").await, 0);
 }

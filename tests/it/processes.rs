@@ -2,165 +2,12 @@
 //! private PostgreSQL removed, no loss or double delivery when a worker is SIGKILLed
 //! mid-drain, and no claim left behind by a graceful shutdown.
 
-mod common;
-
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{TestDb, factory, test_db};
-
-fn binary() -> std::path::PathBuf {
-    notify_tests::notify_local_binary()
-}
-
-/// A running `notify-local` and everything it wrote to stderr so far.
-struct Process {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Process {
-    fn spawn(command: &mut Command) -> Process {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start notify-local");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stderr.take().expect("stderr");
-        let lines = stderr.clone();
-        // Drain stderr continuously so the child never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        Process { child, stderr }
-    }
-
-    fn pid(&self) -> i32 {
-        i32::try_from(self.child.id()).expect("pid")
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        let result = unsafe { libc::kill(self.pid(), signal) };
-        assert_eq!(result, 0, "kill({}, {signal})", self.pid());
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    /// The first stderr line containing `marker`, with what follows the marker.
-    async fn wait_for_line(&mut self, marker: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(rest) = self.stderr.lock().unwrap().iter().find_map(|l| {
-                l.split_once(marker)
-                    .map(|(_, rest)| rest.trim().to_string())
-            }) {
-                return rest;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "notify-local exited ({status}) before {marker:?}:\n{}",
-                    self.log()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {marker:?} within {limit:?}:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "notify-local {} did not exit within {limit:?}:\n{}",
-                self.pid(),
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-/// Owns every child a test starts and SIGKILLs whatever is still running when dropped, so
-/// a failing test leaves no process behind.
-#[derive(Default)]
-struct Children(Vec<Process>);
-
-impl Children {
-    fn start(&mut self, command: &mut Command) -> usize {
-        self.0.push(Process::spawn(command));
-        self.0.len() - 1
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for process in &mut self.0 {
-            if matches!(process.child.try_wait(), Ok(None)) {
-                let _ = process.child.kill();
-            }
-            let _ = process.child.wait();
-        }
-    }
-}
-
-/// A worker-only `notify-local` on `db`, HTTP on a port the OS picks.
-fn worker(db: &TestDb, env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(binary());
-    command
-        .env("APP_ROLE", "worker")
-        .env("DATABASE_URL", &db.url)
-        .env("PORT", "0")
-        .env("RUST_LOG", "warn")
-        .envs(env.iter().copied());
-    command
-}
-
-/// Processes (other than zombies) whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<(String, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter_map(|e| {
-            let raw = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-            cmdline
-                .contains(needle)
-                .then(|| (e.file_name().to_string_lossy().into_owned(), cmdline))
-        })
-        .collect()
-}
-
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    db.pool
-        .get()
-        .await
-        .expect("connection")
-        .query_one(sql, &[])
-        .await
-        .expect(sql)
-        .get(0)
-}
+use notify_tests::process::{Children, Process, processes_mentioning, worker_command};
+use notify_tests::{TestDb, factory, notify_local_binary};
 
 /// Polls `sql` (a count) until it returns `until(count)`; panics after `limit`.
 async fn wait_for_count(
@@ -172,7 +19,7 @@ async fn wait_for_count(
 ) -> i64 {
     let deadline = Instant::now() + limit;
     loop {
-        let value = count(db, sql).await;
+        let value = db.count(sql).await;
         if until(value) {
             return value;
         }
@@ -189,7 +36,7 @@ async fn wait_for_count(
 async fn without_a_database_url_it_runs_a_private_postgres_and_sigterm_removes_it_completely() {
     let mut children = Children::default();
     let index = children.start(
-        Command::new(binary())
+        Command::new(notify_local_binary())
             .env_remove("DATABASE_URL")
             .env("PORT", "0")
             .env("APP_ROLE", "all")
@@ -249,7 +96,7 @@ async fn without_a_database_url_it_runs_a_private_postgres_and_sigterm_removes_i
 #[tokio::test]
 async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice() {
     const TOTAL: i64 = 2000;
-    let db = test_db().await;
+    let db = TestDb::new().await;
     let ids = factory::create_due_bulk(&db.pool, TOTAL).await;
     assert_eq!(ids.len() as i64, TOTAL);
 
@@ -265,7 +112,7 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     ];
     let mut children = Children::default();
     for _ in 0..3 {
-        children.start(&mut worker(&db, &env));
+        children.start(&mut worker_command(&db.url, &env));
     }
     let victim_pid = children.0[0].pid();
 
@@ -295,7 +142,7 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     let deadline = Instant::now() + Duration::from_secs(30);
     let orphaned = loop {
         victim.signal(libc::SIGSTOP);
-        let held = count(&db, &held_by_victim).await;
+        let held = db.count(&held_by_victim).await;
         if held > 0 {
             victim.signal(libc::SIGKILL);
             break held;
@@ -313,22 +160,13 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
     );
-    let pending_at_kill = count(
-        &db,
-        "SELECT count(*) FROM notifications WHERE status = 'PENDING'",
-    )
-    .await;
+    let pending_at_kill = db
+        .count("SELECT count(*) FROM notifications WHERE status = 'PENDING'")
+        .await;
     // A replacement joins mid-drain.
-    children.start(&mut worker(&db, &env));
+    children.start(&mut worker_command(&db.url, &env));
 
-    let logs = || {
-        children
-            .0
-            .iter()
-            .map(|p| format!("--- {}:\n{}", p.child.id(), p.log()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let logs = || children.logs();
     wait_for_count(
         &db,
         "SELECT count(*) FROM notifications WHERE status IN ('PENDING', 'PROCESSING')",
@@ -338,16 +176,12 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     )
     .await;
 
-    let sent = count(
-        &db,
-        "SELECT count(*) FROM notifications WHERE status = 'SENT'",
-    )
-    .await;
-    let twice = count(
-        &db,
-        "SELECT count(*) FROM simulated_deliveries WHERE calls > 1",
-    )
-    .await;
+    let sent = db
+        .count("SELECT count(*) FROM notifications WHERE status = 'SENT'")
+        .await;
+    let twice = db
+        .count("SELECT count(*) FROM simulated_deliveries WHERE calls > 1")
+        .await;
     eprintln!(
         "victim held {orphaned}; {pending_at_kill} PENDING at the kill; {twice} keys called twice"
     );
@@ -358,12 +192,11 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
         logs()
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM simulated_deliveries").await,
+        db.count("SELECT count(*) FROM simulated_deliveries").await,
         TOTAL
     );
     assert_eq!(
-        count(
-            &db,
+        db.count(
             "SELECT count(*) FROM notifications n
              JOIN simulated_deliveries d ON d.delivery_key = n.id"
         )
@@ -375,27 +208,21 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     // kept and claimed once more. At least what it held while frozen (a claim statement it
     // had already sent may still have committed after that count), and never more than
     // one worker can hold (batch 5 x 2 lanes).
-    let retried = count(
-        &db,
-        "SELECT count(*) FROM notifications WHERE attempt_count > 1",
-    )
-    .await;
+    let retried = db
+        .count("SELECT count(*) FROM notifications WHERE attempt_count > 1")
+        .await;
     assert!(
         (orphaned..=10).contains(&retried),
         "{retried} notifications took more than one attempt; the victim held {orphaned}"
     );
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM notifications WHERE attempt_count > 2"
-        )
-        .await,
+        db.count("SELECT count(*) FROM notifications WHERE attempt_count > 2")
+            .await,
         0
     );
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM simulated_deliveries d JOIN notifications n ON n.id = d.delivery_key
+        db.count(
+        "SELECT count(*) FROM simulated_deliveries d JOIN notifications n ON n.id = d.delivery_key
              WHERE d.calls > 1 AND n.attempt_count < 2"
         )
         .await,
@@ -403,17 +230,13 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
         "a key called twice must belong to a recovered claim"
     );
     assert_eq!(
-        count(
-            &db,
+        db.count(
             "SELECT count(DISTINCT notification_id) FROM webhook_events WHERE status = 'SENT'"
         )
         .await,
         TOTAL
     );
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM webhook_events").await,
-        TOTAL
-    );
+    assert_eq!(db.count("SELECT count(*) FROM webhook_events").await, TOTAL);
     assert!(
         pending_at_kill > 0,
         "the kill should land mid-drain (nothing was left PENDING)"
@@ -423,11 +246,11 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
 #[tokio::test]
 async fn sigterm_during_a_drain_leaves_no_claim_behind_and_refunds_untried_work() {
     const TOTAL: i64 = 500;
-    let db = test_db().await;
+    let db = TestDb::new().await;
     factory::create_due_bulk(&db.pool, TOTAL).await;
     let mut children = Children::default();
-    let index = children.start(&mut worker(
-        &db,
+    let index = children.start(&mut worker_command(
+        &db.url,
         &[
             ("MOCK_LATENCY_MS", "200"),
             ("MOCK_FAILURE_RATE", "0"),
@@ -462,42 +285,31 @@ async fn sigterm_during_a_drain_leaves_no_claim_behind_and_refunds_untried_work(
     assert!(status.success(), "exit {status}:\n{}", process.log());
 
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM notifications WHERE status = 'PROCESSING'"
-        )
-        .await,
+        db.count("SELECT count(*) FROM notifications WHERE status = 'PROCESSING'")
+            .await,
         0,
         "claims left behind"
     );
     assert_eq!(
-        count(
-            &db,
+        db.count(
             "SELECT count(*) FROM notifications WHERE status = 'PENDING' AND attempt_count <> 0"
         )
         .await,
         0,
         "an untried notification kept its attempt"
     );
-    let sent = count(
-        &db,
-        "SELECT count(*) FROM notifications WHERE status = 'SENT'",
-    )
-    .await;
-    let pending = count(
-        &db,
-        "SELECT count(*) FROM notifications WHERE status = 'PENDING'",
-    )
-    .await;
+    let sent = db
+        .count("SELECT count(*) FROM notifications WHERE status = 'SENT'")
+        .await;
+    let pending = db
+        .count("SELECT count(*) FROM notifications WHERE status = 'PENDING'")
+        .await;
     eprintln!("after SIGTERM: {sent} SENT, {pending} PENDING");
     assert_eq!(sent + pending, TOTAL, "only SENT or untried PENDING");
     assert!(pending > 0, "it stopped claiming");
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM notifications WHERE status = 'SENT' AND attempt_count <> 1"
-        )
-        .await,
+        db.count("SELECT count(*) FROM notifications WHERE status = 'SENT' AND attempt_count <> 1")
+            .await,
         0
     );
 }

@@ -1,9 +1,7 @@
 //! API keys: who may call what, and what a client key can see.
 
-mod common;
-
-use common::{factory, spawn_api_with, test_db};
 use notify_shared::auth::{self, Authenticator, Scope};
+use notify_tests::{Reply, TestApp, TestDb, factory};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -13,7 +11,7 @@ struct Keys {
     operator: String,
 }
 
-async fn keys(db: &common::TestDb) -> Keys {
+async fn keys(db: &TestDb) -> Keys {
     let connection = db.pool.get().await.expect("db");
     Keys {
         client: auth::create_key(&connection, "client-a", Scope::Client)
@@ -36,37 +34,34 @@ fn create_body(key: &str) -> Value {
            "idempotencyKey": key, "delaySeconds": 60})
 }
 
+/// `method path` with `key` as the bearer token (none without) and `body` as JSON.
 async fn call(
-    base: &str,
+    app: &TestApp,
     method: Method,
     path: &str,
     key: Option<&str>,
     body: Option<Value>,
 ) -> (StatusCode, Value, reqwest::header::HeaderMap) {
-    let client = reqwest::Client::new();
-    let mut request = client.request(method, format!("{base}{path}"));
+    let mut request = app.request(method, path);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
     if let Some(body) = body {
         request = request.json(&body);
     }
-    let response = request.send().await.expect("request");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let text = response.text().await.expect("body");
-    (
+    let Reply {
         status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
         headers,
-    )
+        body,
+    } = app.send(request).await;
+    (status, body, headers)
 }
 
 #[tokio::test]
 async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
-    let db = test_db().await;
-    let keys = keys(&db).await;
-    let base = spawn_api_with(&db, Authenticator::with_keys(db.pool.clone())).await;
+    let app = TestApp::spawn_with_keys().await;
+    let db = &app.db;
+    let keys = keys(db).await;
     let dead = factory::create(&db.pool, factory::Spec::default()).await;
     factory::dead_letter(&db.pool, dead.id, "boom").await;
     let wrong = format!("{}x", &keys.operator[..keys.operator.len() - 1]);
@@ -115,7 +110,7 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
     for (method, path, body, operator_only) in &routes {
         for key in [None, Some(wrong.as_str()), Some("not-even-a-key")] {
             let (status, error, headers) =
-                call(&base, method.clone(), path, key, body.clone()).await;
+                call(&app, method.clone(), path, key, body.clone()).await;
             assert_eq!(
                 status,
                 StatusCode::UNAUTHORIZED,
@@ -124,14 +119,8 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
             assert_eq!(error["statusCode"], 401);
             assert_eq!(headers["www-authenticate"], "Bearer");
         }
-        let (status, error, _) = call(
-            &base,
-            method.clone(),
-            path,
-            Some(&keys.client),
-            body.clone(),
-        )
-        .await;
+        let (status, error, _) =
+            call(&app, method.clone(), path, Some(&keys.client), body.clone()).await;
         if *operator_only {
             assert_eq!(
                 status,
@@ -154,25 +143,25 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
             }
             b
         });
-        let (status, _, _) = call(&base, method.clone(), path, Some(&keys.operator), body).await;
+        let (status, _, _) = call(&app, method.clone(), path, Some(&keys.operator), body).await;
         assert!(
             status.is_success() || status == StatusCode::NOT_FOUND,
             "operator on {method} {path}: {status}"
         );
     }
     for open in ["/health", "/api/docs", "/api/docs-json"] {
-        let (status, _, _) = call(&base, Method::GET, open, None, None).await;
+        let (status, _, _) = call(&app, Method::GET, open, None, None).await;
         assert_eq!(status, StatusCode::OK, "{open} must stay open");
     }
 }
 
 #[tokio::test]
 async fn a_client_key_sees_only_its_own_notifications() {
-    let db = test_db().await;
-    let keys = keys(&db).await;
-    let base = spawn_api_with(&db, Authenticator::with_keys(db.pool.clone())).await;
+    let app = TestApp::spawn_with_keys().await;
+    let db = &app.db;
+    let keys = keys(db).await;
     let (status, mine, _) = call(
-        &base,
+        &app,
         Method::POST,
         "/notifications",
         Some(&keys.client),
@@ -182,12 +171,12 @@ async fn a_client_key_sees_only_its_own_notifications() {
     assert_eq!(status, StatusCode::CREATED);
     let path = format!("/notifications/{}", mine["id"].as_str().expect("id"));
 
-    let (status, _, _) = call(&base, Method::GET, &path, Some(&keys.other_client), None).await;
+    let (status, _, _) = call(&app, Method::GET, &path, Some(&keys.other_client), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _, _) = call(&base, Method::DELETE, &path, Some(&keys.other_client), None).await;
+    let (status, _, _) = call(&app, Method::DELETE, &path, Some(&keys.other_client), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, list, _) = call(
-        &base,
+        &app,
         Method::GET,
         "/notifications",
         Some(&keys.other_client),
@@ -195,24 +184,26 @@ async fn a_client_key_sees_only_its_own_notifications() {
     )
     .await;
     assert_eq!(list["items"], json!([]));
-    // Reusing another client's idempotency key never reveals their notification.
-    let (status, _, _) = call(
-        &base,
+    // Idempotency keys belong to the key that used them: another client using the same
+    // key creates its own notification, learning nothing of the first.
+    let (status, theirs, _) = call(
+        &app,
         Method::POST,
         "/notifications",
         Some(&keys.other_client),
         Some(create_body("mine")),
     )
     .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(status, StatusCode::CREATED);
+    assert_ne!(theirs["id"], mine["id"]);
 
-    let (status, fetched, _) = call(&base, Method::GET, &path, Some(&keys.client), None).await;
+    let (status, fetched, _) = call(&app, Method::GET, &path, Some(&keys.client), None).await;
     assert_eq!(
         (status, fetched["id"].clone()),
         (StatusCode::OK, mine["id"].clone())
     );
     let (_, list, _) = call(
-        &base,
+        &app,
         Method::GET,
         "/notifications",
         Some(&keys.client),
@@ -220,18 +211,20 @@ async fn a_client_key_sees_only_its_own_notifications() {
     )
     .await;
     assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
-    let (status, _, _) = call(&base, Method::GET, &path, Some(&keys.operator), None).await;
+    let (status, _, _) = call(&app, Method::GET, &path, Some(&keys.operator), None).await;
     assert_eq!(status, StatusCode::OK, "operators see everything");
 }
 
 #[tokio::test]
 async fn keys_are_stored_only_as_hashes_and_revoked_keys_stop_working() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     let connection = db.pool.get().await.expect("db");
     let (id, key) = auth::create_key(&connection, "short-lived", Scope::Operator)
         .await
         .expect("key");
-    let secret = key.rsplit('_').next().expect("secret part");
+    // nq_<32 hex id>_<secret>; the secret is URL-safe base64 and may itself contain '_'.
+    let secret = key.splitn(3, '_').nth(2).expect("secret part");
+    assert_eq!(secret.len(), 43, "{key}");
     let stored: String = connection
         .query_one("SELECT secret_hash FROM api_keys WHERE id = $1", &[&id])
         .await
@@ -253,7 +246,7 @@ async fn keys_are_stored_only_as_hashes_and_revoked_keys_stop_working() {
 
 #[tokio::test]
 async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowed() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     let Err(refused) = auth::authenticator_for(&db.pool, false).await else {
         panic!("started without keys although anonymous access was not allowed");
     };

@@ -1,47 +1,20 @@
 //! What the logs may never contain: a full create → deliver → webhook cycle on a real
 //! `notify-local` process, with every log line captured and searched.
 
-mod common;
-
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::routing::post;
-use common::test_db;
+use notify_tests::process::KillOnDrop;
+use notify_tests::receiver::Receiver;
+use notify_tests::{TestDb, notify_local_binary};
 use serde_json::{Value, json};
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test]
 async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     // A receiver that records webhook bodies.
-    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let sink = received.clone();
-    let receiver = Router::new().route(
-        "/hook",
-        post(move |body: axum::Json<Value>| {
-            let sink = sink.clone();
-            async move {
-                sink.lock().expect("lock").push(body.0);
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let hook = format!("http://{}/hook", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, receiver).await });
+    let receiver = Receiver::accepting_on(0).await;
+    let hook = receiver.url.clone();
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -49,8 +22,8 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
         .port();
     let log_path = std::env::temp_dir().join(format!("notify-logs-{}.log", uuid::Uuid::new_v4()));
     let log = std::fs::File::create(&log_path).expect("log file");
-    let _process = Child(
-        Command::new(notify_tests::notify_local_binary())
+    let _process = KillOnDrop(
+        Command::new(notify_local_binary())
             .env("DATABASE_URL", &db.url)
             .env("PORT", port.to_string())
             .env("APP_ROLE", "all")
@@ -115,11 +88,11 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
 
     let started = Instant::now();
     loop {
-        let delivered = received
-            .lock()
-            .expect("lock")
+        let delivered = receiver
+            .received()
             .iter()
-            .any(|b| b["jobId"] == id.as_str() && b["status"] == "SENT");
+            .map(|request| request.json())
+            .any(|b: Value| b["jobId"] == id.as_str() && b["status"] == "SENT");
         if delivered {
             break;
         }

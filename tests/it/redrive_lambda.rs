@@ -1,28 +1,50 @@
 //! The `dlq-redrive` function against a real Scheduler API (moto) and a real PostgreSQL.
-
-mod common;
+//!
+//! `RedriveFunction` builds its Scheduler client from the environment only, so the tests
+//! invoke what it invokes, `redrive::function::handle_request`, the same way: the event parsed as a
+//! `RedriveRequest`, work stopping at `deadline::reserve(deadline, 0)`.
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use chrono::{DateTime, Utc};
-use common::{factory, moto, test_db};
-use notify_shared::functions::Redriver;
-use notify_shared::schedule::{Scheduler, SchedulerConfig};
+use notify_shared::config::SchedulerConfig;
+use notify_shared::deadline;
+use notify_shared::redrive::function::handle_request;
+use notify_shared::redrive::{RedriveRequest, RedriveResponse, Scheduler};
+use notify_tests::{TestDb, factory, moto};
 use serde_json::{Value, json};
 
 const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:dlq-redrive";
 const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/notify-queue-scheduler";
 
 struct Setup {
-    db: common::TestDb,
+    db: TestDb,
     _moto: moto::Moto,
-    redriver: Redriver,
+    scheduler: Scheduler,
     client: aws_sdk_scheduler::Client,
     group: String,
 }
 
+impl Setup {
+    /// One `dlq-redrive` invocation with `payload` as its event, due to end at `deadline`.
+    async fn invoke(&self, payload: Value, deadline: Instant) -> anyhow::Result<RedriveResponse> {
+        let request: RedriveRequest =
+            serde_json::from_value(payload).context("invalid redrive request")?;
+        handle_request(
+            &self.db.pool,
+            &self.scheduler,
+            request,
+            FUNCTION_ARN,
+            6,
+            deadline::reserve(deadline, Duration::ZERO),
+        )
+        .await
+    }
+}
+
 async fn setup(dead: usize) -> Setup {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     for _ in 0..dead {
         let notification = factory::create(&db.pool, factory::Spec::default()).await;
         factory::dead_letter(&db.pool, notification.id, "Simulated provider outage").await;
@@ -40,15 +62,10 @@ async fn setup(dead: usize) -> Setup {
         group: group.clone(),
         role_arn: Some(ROLE_ARN.to_string()),
     };
-    let redriver = Redriver {
-        pool: db.pool.clone(),
-        scheduler: Scheduler::with_client(client.clone(), config),
-        max_attempts: 6,
-    };
     Setup {
         db,
         _moto: moto,
-        redriver,
+        scheduler: Scheduler::with_client(client.clone(), config),
         client,
         group,
     }
@@ -79,8 +96,7 @@ async fn a_deferred_redrive_creates_exactly_one_schedule_with_the_right_time_tar
     let at: DateTime<Utc> = (Utc::now() + chrono::TimeDelta::hours(2)).with_nanosecond_zero();
     let request = json!({"status": "DEAD_LETTERED", "batchSize": 50, "at": at.to_rfc3339()});
     let response = setup
-        .redriver
-        .invoke(request, FUNCTION_ARN, an_hour_from_now())
+        .invoke(request, an_hour_from_now())
         .await
         .expect("invoke");
     assert_eq!(response.retried, 0);
@@ -126,12 +142,7 @@ async fn finished_work_deletes_the_schedule_that_started_it() {
     let setup = setup(4).await;
     let at = Utc::now() + chrono::TimeDelta::minutes(5);
     setup
-        .redriver
-        .invoke(
-            json!({"at": at.to_rfc3339()}),
-            FUNCTION_ARN,
-            an_hour_from_now(),
-        )
+        .invoke(json!({"at": at.to_rfc3339()}), an_hour_from_now())
         .await
         .expect("defer");
     let names = schedule_names(&setup).await;
@@ -149,8 +160,7 @@ async fn finished_work_deletes_the_schedule_that_started_it() {
         serde_json::from_str(schedule.target().expect("target").input().expect("input"))
             .expect("json");
     let response = setup
-        .redriver
-        .invoke(input, FUNCTION_ARN, an_hour_from_now())
+        .invoke(input, an_hour_from_now())
         .await
         .expect("scheduled run");
     assert_eq!((response.retried, response.remaining), (4, 0));
@@ -171,8 +181,7 @@ async fn an_invocation_that_runs_out_of_time_schedules_its_continuation() {
     // A deadline that has already passed: one batch runs, then time is up.
     let before = Utc::now();
     let response = setup
-        .redriver
-        .invoke(json!({"batchSize": 2}), FUNCTION_ARN, Instant::now())
+        .invoke(json!({"batchSize": 2}), Instant::now())
         .await
         .expect("invoke");
     assert_eq!((response.retried, response.remaining), (2, 3));
@@ -201,8 +210,7 @@ async fn an_invocation_that_runs_out_of_time_schedules_its_continuation() {
         serde_json::from_str(schedule.target().expect("target").input().expect("input"))
             .expect("json");
     let response = setup
-        .redriver
-        .invoke(input, FUNCTION_ARN, an_hour_from_now())
+        .invoke(input, an_hour_from_now())
         .await
         .expect("continuation");
     assert_eq!((response.retried, response.remaining), (3, 0));
@@ -220,8 +228,7 @@ async fn invalid_requests_are_refused_with_every_problem_named() {
         (json!({"colour": "red"}), "colour"),
     ] {
         let error = setup
-            .redriver
-            .invoke(request.clone(), FUNCTION_ARN, an_hour_from_now())
+            .invoke(request.clone(), an_hour_from_now())
             .await
             .expect_err("refused");
         assert!(

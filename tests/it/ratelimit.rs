@@ -1,95 +1,56 @@
 //! The per-recipient rolling-window limit, raced across real connections.
 
-mod common;
-
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{factory, test_db};
-use futures::FutureExt;
-use futures::future::{BoxFuture, join_all};
-use notify_shared::backoff::ThreadRandom;
-use notify_shared::config::{RateLimitConfig, RetryPolicy, WorkerConfig};
-use notify_shared::provider::{Delivery, Provider, ProviderOutcome};
+use deadpool_postgres::Pool;
+use futures::future::join_all;
+use notify_shared::config::RateLimitConfig;
+use notify_shared::ratelimit;
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper::{self, Sweeper};
 use notify_shared::wake::Wake;
-use notify_shared::{queue, ratelimit};
+use notify_tests::doubles::Scripted;
+use notify_tests::worker::{self, LEASE, worker_config};
+use notify_tests::{TestDb, factory};
 
-/// Accepts everything and counts what it was asked to send.
-#[derive(Default)]
-struct CountingProvider {
-    calls: AtomicUsize,
-}
-
-impl Provider for CountingProvider {
-    fn send<'a>(&'a self, batch: &'a [Delivery<'a>]) -> BoxFuture<'a, Vec<ProviderOutcome>> {
-        self.calls.fetch_add(batch.len(), Ordering::SeqCst);
-        async move {
-            batch
-                .iter()
-                .map(|_| ProviderOutcome::Delivered { already: false })
-                .collect()
-        }
-        .boxed()
-    }
-}
-
-fn worker_config(batch_size: i64) -> WorkerConfig {
-    WorkerConfig {
-        batch_size,
-        concurrency: 1,
-        poll_interval: Duration::from_millis(20),
-        visibility_timeout: Duration::from_secs(300),
-        provider_timeout: Duration::from_secs(5),
-    }
-}
-
-const RETRY: RetryPolicy = RetryPolicy {
-    max_retries: 5,
-    base_delay_ms: 1000,
-    max_delay_ms: 60_000,
-};
-
+/// A sweeper delivering through `provider`, at most `max` per recipient in `window`,
+/// claiming `batch` at a time.
 fn limited(
-    pool: deadpool_postgres::Pool,
-    provider: Arc<CountingProvider>,
+    pool: &Pool,
+    provider: Arc<Scripted>,
     max: i64,
     window: Duration,
     batch: i64,
 ) -> Sweeper {
-    Sweeper::new(
-        pool,
-        provider,
-        Arc::new(ThreadRandom),
-        worker_config(batch),
-        RETRY,
-    )
-    .with_rate_limit(RateLimitConfig {
-        max_notifications: max,
-        window,
-    })
+    worker::sweeper(pool, provider)
+        .config(
+            worker_config()
+                .batch_size(batch)
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .rate_limit(max, window)
+        .build()
 }
 
 #[tokio::test]
 async fn over_the_limit_waits_with_its_attempt_refunded_until_a_slot_frees() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     let busy = "busy@example.com";
     for _ in 0..5 {
         factory::create(&db.pool, factory::Spec::to(busy)).await;
     }
     factory::create(&db.pool, factory::Spec::to("quiet@example.com")).await;
-    let provider = Arc::new(CountingProvider::default());
+    let provider = Arc::new(Scripted::delivering());
     let window = Duration::from_secs(3600);
-    let sweeper = limited(db.pool.clone(), provider.clone(), 2, window, 100);
+    let sweeper = limited(&db.pool, provider.clone(), 2, window, 100);
 
     let outcome = sweeper
         .sweep_once(&StopSignal::never())
         .await
         .expect("sweep");
     assert_eq!((outcome.claimed, outcome.sent, outcome.deferred), (6, 3, 3));
-    assert_eq!(provider.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(provider.calls().len(), 3);
     assert_eq!(factory::count_where(&db.pool, "status = 'SENT'").await, 3);
     assert_eq!(
         factory::count_where(
@@ -99,16 +60,19 @@ async fn over_the_limit_waits_with_its_attempt_refunded_until_a_slot_frees() {
         .await,
         3
     );
-    // Due exactly one window after the oldest admission of that recipient.
-    let exact = factory::count_where(
-        &db.pool,
-        &format!(
+    // Spread over the slots as they free: the k-th refused is due when the k-th oldest
+    // admission leaves the window, and past the last one a window later again. Both
+    // admissions of this batch were made at the same instant.
+    let mut due_after = Vec::new();
+    for windows in [1, 2] {
+        let condition = format!(
             "status = 'PENDING' AND next_attempt_at = (SELECT min(reserved_at) FROM rate_limit_reservations
-             WHERE recipient = '{busy}') + interval '3600 seconds'"
-        ),
-    )
-    .await;
-    assert_eq!(exact, 3);
+             WHERE recipient = '{busy}') + interval '{} seconds'",
+            3600 * windows
+        );
+        due_after.push(factory::count_where(&db.pool, &condition).await);
+    }
+    assert_eq!(due_after, [2, 1]);
     // Nothing further is sent while the window holds.
     let again = sweeper
         .sweep_once(&StopSignal::never())
@@ -132,21 +96,15 @@ async fn over_the_limit_waits_with_its_attempt_refunded_until_a_slot_frees() {
 
 #[tokio::test]
 async fn the_window_slides_instead_of_resetting() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     let recipient = "slider@example.com";
     let first = factory::create(&db.pool, factory::Spec::to(recipient)).await;
     let later: Vec<_> = factory::create_many(&db.pool, 3, |_| {
         factory::Spec::to(recipient).due_in_seconds(3600)
     })
     .await;
-    let provider = Arc::new(CountingProvider::default());
-    let sweeper = limited(
-        db.pool.clone(),
-        provider.clone(),
-        3,
-        Duration::from_secs(2),
-        100,
-    );
+    let provider = Arc::new(Scripted::delivering());
+    let sweeper = limited(&db.pool, provider.clone(), 3, Duration::from_secs(2), 100);
     let make_due = |ids: Vec<uuid::Uuid>| {
         let pool = db.pool.clone();
         async move {
@@ -211,16 +169,16 @@ async fn the_window_slides_instead_of_resetting() {
         .await
         .expect("sweep");
     assert_eq!((outcome.claimed, outcome.sent, outcome.deferred), (1, 1, 0));
-    assert_eq!(provider.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(provider.calls().len(), 4);
 }
 
 #[tokio::test]
 async fn twenty_simultaneous_admissions_from_separate_pools_take_exactly_the_limit() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     factory::create_many(&db.pool, 20, |_| factory::Spec::to("crowded@example.com")).await;
     let claimed = {
         let connection = db.pool.get().await.expect("db");
-        queue::claim(&connection, "setup", 20, Duration::from_secs(300))
+        notify_tests::worker::claim(&connection, "setup", 20, LEASE)
             .await
             .expect("claim")
     };
@@ -267,13 +225,13 @@ async fn twenty_simultaneous_admissions_from_separate_pools_take_exactly_the_lim
 
 #[tokio::test]
 async fn ten_sweepers_send_five_of_forty_and_refund_the_rest() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     factory::create_many(&db.pool, 40, |_| factory::Spec::to("popular@example.com")).await;
-    let provider = Arc::new(CountingProvider::default());
+    let provider = Arc::new(Scripted::delivering());
     let sweepers: Vec<Sweeper> = (0..10)
         .map(|_| {
             limited(
-                db.new_pool(2),
+                &db.new_pool(2),
                 provider.clone(),
                 5,
                 Duration::from_secs(3600),
@@ -291,7 +249,7 @@ async fn ten_sweepers_send_five_of_forty_and_refund_the_rest() {
         {}
     }))
     .await;
-    assert_eq!(provider.calls.load(Ordering::SeqCst), 5);
+    assert_eq!(provider.calls().len(), 5);
     assert_eq!(factory::count_where(&db.pool, "status = 'SENT'").await, 5);
     assert_eq!(
         factory::count_where(&db.pool, "status = 'PENDING' AND attempt_count = 0").await,
@@ -301,7 +259,7 @@ async fn ten_sweepers_send_five_of_forty_and_refund_the_rest() {
 
 #[tokio::test]
 async fn continuous_sweepers_never_admit_more_than_the_limit_in_any_window() {
-    let db = test_db().await;
+    let db = TestDb::new().await;
     // Every admission is logged with its database time, including re-admissions.
     db.pool
         .get()
@@ -317,12 +275,12 @@ async fn continuous_sweepers_never_admit_more_than_the_limit_in_any_window() {
         .await
         .expect("admission log");
     factory::create_many(&db.pool, 12, |_| factory::Spec::to("steady@example.com")).await;
-    let provider = Arc::new(CountingProvider::default());
+    let provider = Arc::new(Scripted::delivering());
     let (handle, stop) = StopSignal::new();
     let runs: Vec<_> = (0..4)
         .map(|_| {
             let sweeper = Arc::new(limited(
-                db.new_pool(2),
+                &db.new_pool(2),
                 provider.clone(),
                 3,
                 Duration::from_secs(2),
@@ -366,5 +324,5 @@ async fn continuous_sweepers_never_admit_more_than_the_limit_in_any_window() {
             "{inside} admissions within 2 s of {start}: {admissions:?}"
         );
     }
-    assert_eq!(provider.calls.load(Ordering::SeqCst), admissions.len());
+    assert_eq!(provider.calls().len(), admissions.len());
 }

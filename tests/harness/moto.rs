@@ -23,7 +23,7 @@ fn find_or_install() -> PathBuf {
     if let Ok(path) = std::env::var("MOTO_SERVER") {
         return PathBuf::from(path);
     }
-    let root = Path::new(notify_tests::WORKSPACE);
+    let root = Path::new(crate::WORKSPACE);
     for candidate in [
         root.join(".venv/bin/moto_server"),
         root.join("target/tools-venv/bin/moto_server"),

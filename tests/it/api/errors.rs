@@ -1,0 +1,234 @@
+//! Errors: every failing field at once, one envelope for every error, clean answers to
+//! malformed and hostile input, request ids and security headers.
+
+use notify_tests::TestApp;
+use notify_tests::app::{assert_envelope, detail_fields, details};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::body;
+
+#[tokio::test]
+async fn several_invalid_fields_are_reported_together() {
+    let app = TestApp::spawn().await;
+    let (status, error) = app
+        .create(
+            &json!({"recipient": "x\u{0}y", "channel": "FAX", "payload": {"k\u{0}": "v"}, "priority": "URGENT",
+                    "idempotencyKey": "", "delaySeconds": 0, "colour": "red"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_envelope(&error, 400, "/notifications");
+    assert_eq!(error["message"], "Validation failed");
+    let fields = detail_fields(&error);
+    for field in [
+        "colour",
+        "recipient",
+        "channel",
+        "payload",
+        "priority",
+        "idempotencyKey",
+        "delaySeconds",
+    ] {
+        assert!(
+            fields.iter().any(|f| f == field),
+            "{field} not reported: {error}"
+        );
+    }
+    assert!(
+        details(&error)
+            .iter()
+            .any(|(f, e)| f == "colour" && e == &["property colour should not exist"])
+    );
+}
+
+/// One wording for a bad recipient, whichever route reads it.
+#[tokio::test]
+async fn a_bad_recipient_reads_the_same_on_create_list_and_bulk_retry() {
+    let app = TestApp::spawn().await;
+    let too_long = format!("{}@example.com", "a".repeat(320));
+    let length = "recipient must be between 1 and 320 characters";
+    let nul = "recipient must not contain NUL (\\u0000) characters";
+    for (recipient, query, expected) in [
+        ("", "", vec![length]),
+        (too_long.as_str(), too_long.as_str(), vec![length]),
+        ("a\u{0}b", "a%00b", vec![nul]),
+    ] {
+        let mut create = body("bad-recipient");
+        create["recipient"] = json!(recipient);
+        let (status, created) = app.create(&create).await;
+        let (_, listed) = app.list(&format!("recipient={query}")).await;
+        let (_, redriven) = app.retry_bulk(&json!({"recipient": recipient})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{created}");
+        for error in [&created, &listed, &redriven] {
+            assert_eq!(error["statusCode"], 400, "{recipient:?}: {error}");
+            let recipient_errors: Vec<_> = details(error)
+                .into_iter()
+                .filter(|(field, _)| field == "recipient")
+                .flat_map(|(_, errors)| errors)
+                .collect();
+            assert_eq!(recipient_errors, expected, "{recipient:?}: {error}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn null_schedule_fields_are_400_never_500() {
+    let app = TestApp::spawn().await;
+    for field in ["delaySeconds", "sendAt"] {
+        let mut request = body(&format!("null-{field}"));
+        request
+            .as_object_mut()
+            .expect("object")
+            .remove("delaySeconds");
+        request[field] = Value::Null;
+        let (status, error) = app.create(&request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{field}: {error}");
+    }
+    let mut neither = body("neither");
+    neither
+        .as_object_mut()
+        .expect("object")
+        .remove("delaySeconds");
+    let (status, error) = app.create(&neither).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        details(&error),
+        [(
+            "sendAt".to_string(),
+            vec!["Provide exactly one of sendAt or delaySeconds".to_string()]
+        )]
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_bodies_get_clean_errors() {
+    let app = TestApp::spawn().await;
+
+    let truncated = app
+        .request(Method::POST, "/notifications")
+        .header("content-type", "application/json")
+        .body(r#"{"recipient": "a@b.c", "chan"#)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(truncated.status(), StatusCode::BAD_REQUEST);
+    let text = truncated.text().await.expect("text");
+    let error: Value = serde_json::from_str(&text).expect("envelope");
+    assert_envelope(&error, 400, "/notifications");
+    for leak in ["panicked", "src/", "backtrace", "serde"] {
+        assert!(!text.contains(leak), "{leak} leaked: {text}");
+    }
+
+    let mut big = body("big");
+    big["payload"] = json!({"blob": "x".repeat(70 * 1024)});
+    let (status, error) = app.create(&big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_envelope(&error, 413, "/notifications");
+
+    let form = app
+        .send(
+            app.request(Method::POST, "/notifications")
+                .body("recipient=a")
+                .header("content-type", "text/plain"),
+        )
+        .await;
+    assert_eq!(form.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+#[tokio::test]
+async fn request_ids_are_kept_when_safe_and_replaced_otherwise() {
+    let app = TestApp::spawn().await;
+    let kept = app
+        .send(
+            app.request(Method::GET, "/health")
+                .header("x-request-id", "trace-1.2:3_4"),
+        )
+        .await;
+    assert_eq!(kept.headers["x-request-id"], "trace-1.2:3_4");
+    for unsafe_id in ["has space", "<script>", &"a".repeat(129)] {
+        let reply = app
+            .send(
+                app.request(Method::GET, "/notifications/nope")
+                    .header("x-request-id", unsafe_id),
+            )
+            .await;
+        let echoed = reply.headers["x-request-id"]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        assert_ne!(echoed, unsafe_id);
+        assert!(uuid::Uuid::try_parse(&echoed).is_ok(), "{echoed}");
+        assert_eq!(reply.body["requestId"], echoed.as_str());
+    }
+}
+
+#[tokio::test]
+async fn every_response_carries_the_security_headers_and_no_server_banner() {
+    let app = TestApp::spawn().await;
+    for path in [
+        "/health",
+        "/notifications",
+        "/missing",
+        "/api/docs-json",
+        "/api/docs",
+    ] {
+        let reply = app.send(app.request(Method::GET, path)).await;
+        let headers = &reply.headers;
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(headers["x-frame-options"], "SAMEORIGIN", "{path}");
+        assert!(headers.get("server").is_none(), "{path}");
+        assert!(headers.get("content-security-policy").is_some(), "{path}");
+    }
+    let missing = app.send(app.request(Method::GET, "/missing")).await;
+    assert_envelope(&missing.body, 404, "/missing");
+    let docs = app.send(app.request(Method::GET, "/api/docs-json")).await;
+    assert_eq!(docs.body["info"]["title"], "Notify Queue API");
+}
+
+/// A sweep of hostile inputs: whatever a client sends, the answer is never a 5xx.
+#[tokio::test]
+async fn no_client_input_produces_a_server_error() {
+    let app = TestApp::spawn().await;
+    let bodies: Vec<String> = vec![
+        "".into(), "null".into(), "[]".into(), "42".into(), "\"text\"".into(), "{".into(), "{}".into(),
+        r#"{"recipient": "\ud800"}"#.into(), r#"{"payload": {"n": 1e999}}"#.into(),
+        format!("{}{}", "[".repeat(200), "]".repeat(200)),
+        format!(r#"{{"recipient":"a","channel":"SMS","priority":"LOW","idempotencyKey":"deep","delaySeconds":5,"payload":{}1{}}}"#, r#"{"a":"#.repeat(100), "}".repeat(100)),
+        r#"{"recipient":"a","channel":"SMS","priority":"LOW","idempotencyKey":"big","delaySeconds":9223372036854775808,"payload":{}}"#.into(),
+        r#"{"recipient":"a","channel":"SMS","priority":"LOW","idempotencyKey":"far","sendAt":"+275760-09-13T00:00:00Z","payload":{}}"#.into(),
+        r#"{"recipient":"a","channel":"SMS","priority":"LOW","idempotencyKey":"neg","sendAt":"0000-01-01T00:00:00Z","payload":{}}"#.into(),
+        r#"{"recipient":"a","channel":"SMS","priority":"LOW","idempotencyKey":"nul","delaySeconds":5,"payload":{"x":"\u0000"}}"#.into(),
+    ];
+    for body in &bodies {
+        let reply = app
+            .send(
+                app.request(Method::POST, "/notifications")
+                    .header("content-type", "application/json")
+                    .body(body.clone()),
+            )
+            .await;
+        assert!(
+            reply.status.is_client_error() || reply.status.is_success(),
+            "{} for {body:.80}",
+            reply.status
+        );
+    }
+    for path in [
+        "/notifications/%00",
+        "/notifications/..%2F..",
+        "/notifications?status=%FF",
+        "/notifications?cursor=%00",
+        "/notifications?limit=-1",
+        "/notifications?recipient=",
+    ] {
+        let reply = app.send(app.request(Method::GET, path)).await;
+        assert!(
+            reply.status.is_client_error() || reply.status.is_success(),
+            "{} for {path}",
+            reply.status
+        );
+    }
+    let reply = app.send(app.request(Method::PUT, "/notifications")).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+}

@@ -1,0 +1,92 @@
+//! Listing: keyset paging over rows that share a timestamp, and what the query accepts.
+
+use std::collections::HashSet;
+
+use notify_shared::notification::{Channel, Priority};
+use notify_shared::queue;
+use notify_tests::app::details;
+use notify_tests::{TestApp, factory};
+use reqwest::StatusCode;
+use serde_json::json;
+
+#[tokio::test]
+async fn paging_rows_that_share_one_created_at_skips_and_repeats_nothing() {
+    let app = TestApp::spawn().await;
+    {
+        let mut connection = app.pool().get().await.expect("db");
+        let transaction = connection.transaction().await.expect("tx");
+        for i in 0..23 {
+            let new = queue::NewNotification {
+                id: uuid::Uuid::new_v4(),
+                idempotency_key: format!("same-time-{i}"),
+                fingerprint: "0".repeat(64),
+                recipient: "pager@example.com".into(),
+                channel: Channel::Push,
+                priority: Priority::Low,
+                payload: json!({}),
+                due: queue::Due::AfterSeconds(3600),
+                max_attempts: 6,
+                owner_key_id: None,
+            };
+            queue::insert(&transaction, &new).await.expect("insert");
+        }
+        transaction.commit().await.expect("commit");
+    }
+    assert_eq!(
+        factory::count_where(
+            app.pool(),
+            "created_at = (SELECT min(created_at) FROM notifications)"
+        )
+        .await,
+        23
+    );
+
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut query = "limit=5&recipient=pager%40example.com".to_string();
+        if let Some(cursor) = &cursor {
+            query.push_str(&format!("&cursor={cursor}"));
+        }
+        let (status, page) = app.list(&query).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for item in page["items"].as_array().expect("items") {
+            seen.push(item["id"].as_str().expect("id").to_string());
+        }
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    assert_eq!(pages, 5);
+    assert_eq!(seen.len(), 23);
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 23);
+}
+
+#[tokio::test]
+async fn list_rejects_unknown_parameters_bad_limits_and_foreign_cursors() {
+    let app = TestApp::spawn().await;
+    for query in [
+        "limit=0",
+        "limit=101",
+        "limit=ten",
+        "status=DONE",
+        "cursor=abc",
+        "sort=asc",
+        "limit=5&limit=6",
+    ] {
+        let (status, _) = app.list(query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
+    }
+    let (_, error) = app.list("cursor=abc").await;
+    assert_eq!(
+        details(&error)[0].1,
+        ["cursor is not valid; use the nextCursor from a previous page"]
+    );
+    let (status, page) = app.list("status=DEAD_LETTERED&limit=100").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page, json!({"items": [], "nextCursor": null}));
+}

@@ -1,0 +1,413 @@
+//! Metrics as JSON and as Prometheus text, and the worker role's reduced router.
+
+use std::collections::HashMap;
+
+use notify_shared::notification::Status;
+use notify_shared::queue::Disposition;
+use notify_tests::app::{assert_envelope, detail_fields};
+use notify_tests::worker::LEASE;
+use notify_tests::{Reply, TestApp, factory};
+use prometheus_parse::{LineInfo, Scrape, Value as PromValue};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// The JSON metrics with `queueLagSeconds` checked to be a number of at most 3 decimals
+/// and taken out; returns (rest, lag).
+fn split_lag(mut metrics: Value) -> (Value, f64) {
+    let lag = metrics
+        .as_object_mut()
+        .expect("object")
+        .remove("queueLagSeconds")
+        .unwrap_or_else(|| panic!("queueLagSeconds missing: {metrics}"));
+    let lag = lag
+        .as_f64()
+        .unwrap_or_else(|| panic!("not a number: {lag}"));
+    assert!(
+        ((lag * 1000.0).round() - lag * 1000.0).abs() < 1e-6,
+        "3 decimals: {lag}"
+    );
+    (metrics, lag)
+}
+
+fn counts(
+    [pending, processing, sent, failed, dead_lettered, cancelled]: [i64; 6],
+    [webhooks_pending, delivered, given_up]: [i64; 3],
+) -> Value {
+    json!({
+        "pending": pending, "processing": processing, "sent": sent, "failed": failed,
+        "deadLettered": dead_lettered, "cancelled": cancelled,
+        "webhooks": {"pending": webhooks_pending, "delivered": delivered, "givenUp": given_up},
+    })
+}
+
+#[tokio::test]
+async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_due_one() {
+    let app = TestApp::spawn().await;
+    let db = &app.db;
+
+    let empty = app.metrics().await;
+    let (rest, lag) = split_lag(empty);
+    assert_eq!(
+        rest,
+        counts([0; 6], [0; 3]),
+        "every key present even at zero"
+    );
+    assert_eq!(lag, 0.0);
+
+    // Four due (3 s, 2.5 s, 2 s and 1.5 s ago) and nine in the future.
+    let now = chrono::Utc::now();
+    let mut due = Vec::new();
+    for millis in [3000, 2500, 2000, 1500] {
+        let spec = factory::Spec::default().due_at(now - chrono::TimeDelta::milliseconds(millis));
+        due.push(factory::create(&db.pool, spec).await);
+    }
+    let future: Vec<_> = factory::create_many(&db.pool, 9, |_| {
+        factory::Spec::default().due_in_seconds(3600)
+    })
+    .await;
+    let (rest, lag) = split_lag(app.metrics().await);
+    assert_eq!(rest, counts([13, 0, 0, 0, 0, 0], [0; 3]));
+    assert!(
+        (3.0..10.0).contains(&lag),
+        "the oldest due one is 3 s old: {lag}"
+    );
+
+    // A worker claims the four due ones and records three as SENT.
+    let conn = db.pool.get().await.expect("connection");
+    let claimed = notify_tests::worker::claim(&conn, "test-worker", 10, LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 4);
+    let (rest, lag) = split_lag(app.metrics().await);
+    assert_eq!(rest, counts([9, 4, 0, 0, 0, 0], [0; 3]));
+    assert_eq!(lag, 0.0, "only future PENDING rows remain");
+    let results: Vec<_> = claimed[..3]
+        .iter()
+        .map(|c| (c, Disposition::sent()))
+        .collect();
+    let recorded = notify_tests::worker::record(&conn, &results)
+        .await
+        .expect("record");
+    assert_eq!((recorded.recorded, recorded.events), (3, 3));
+    drop(conn);
+    db.execute(
+        "UPDATE webhook_events SET dispatch_state = 'DELIVERED', delivered_at = now()
+         WHERE id = (SELECT id FROM webhook_events ORDER BY id LIMIT 1)",
+        &[],
+    )
+    .await;
+
+    // Six cancelled through the API, four FAILED and five DEAD_LETTERED.
+    for n in &future[..6] {
+        let (status, body) = app.cancel(n.id).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    factory::failed(&db.pool, 4, "no such address").await;
+    factory::dead_lettered(&db.pool, 5, None, "provider down").await;
+
+    let (rest, lag) = split_lag(app.metrics().await);
+    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6], [2, 1, 0]));
+    assert_eq!(lag, 0.0, "nothing is due: exactly 0, never negative");
+
+    // One of the future ones becomes due 5 s ago.
+    db.execute(
+        "UPDATE notifications SET next_attempt_at = now() - interval '5 seconds' WHERE id = $1",
+        &[&future[8].id],
+    )
+    .await;
+    let (rest, lag) = split_lag(app.metrics().await);
+    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6], [2, 1, 0]));
+    assert!((5.0..=6.0).contains(&lag), "{lag}");
+}
+
+/// Fetches the Prometheus text and checks its content type.
+async fn prometheus_text(request: reqwest::RequestBuilder) -> String {
+    let response = request.send().await.expect("request");
+    assert_eq!(response.status(), StatusCode::OK);
+    let content_type = response.headers()[reqwest::header::CONTENT_TYPE]
+        .to_str()
+        .expect("content type")
+        .to_string();
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    response.text().await.expect("body")
+}
+
+/// Parses with prometheus-parse, after checking that the parser recognised every line
+/// (it skips lines it cannot read rather than failing).
+fn parse_exposition(text: &str) -> Scrape {
+    for line in text.lines() {
+        let known = match LineInfo::parse(line) {
+            LineInfo::Ignored => line == "# EOF",
+            _ => true,
+        };
+        assert!(
+            known,
+            "line the parser does not understand: {line:?}\n{text}"
+        );
+    }
+    Scrape::parse(text.lines().map(|line| Ok(line.to_string()))).expect("parse")
+}
+
+fn value(sample: &prometheus_parse::Sample) -> f64 {
+    match sample.value {
+        PromValue::Counter(v) | PromValue::Gauge(v) | PromValue::Untyped(v) => v,
+        _ => panic!("not a single value: {sample:?}"),
+    }
+}
+
+fn samples<'a>(scrape: &'a Scrape, name: &str) -> Vec<&'a prometheus_parse::Sample> {
+    scrape.samples.iter().filter(|s| s.metric == name).collect()
+}
+
+fn by_label(scrape: &Scrape, name: &str, label: &str) -> HashMap<String, f64> {
+    samples(scrape, name)
+        .into_iter()
+        .map(|s| {
+            (
+                s.labels.get(label).unwrap_or_default().to_string(),
+                value(s),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn prometheus_text_carries_statuses_lag_latency_histogram_webhooks_and_deferrals() {
+    let app = TestApp::spawn().await;
+    let db = &app.db;
+
+    // Two SENT with known latencies (0.7 s and 20 s), one PROCESSING, one due PENDING with
+    // three rate-limit deferrals, one FAILED, two DEAD_LETTERED, one CANCELLED.
+    factory::create_many(&db.pool, 3, |_| factory::Spec::default()).await;
+    let conn = db.pool.get().await.expect("connection");
+    let claimed = notify_tests::worker::claim(&conn, "test-worker", 10, LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 3);
+    drop(conn);
+    // The histogram counts each transition to SENT as it happens.
+    let mut sent = Vec::new();
+    for (claim, latency) in claimed[..2].iter().zip(["0.7", "20"]) {
+        factory::sent_after(&db.pool, claim.id, latency).await;
+        sent.push(factory::load(&db.pool, claim.id).await);
+    }
+    // Their webhook events, waiting in the outbox.
+    factory::insert_events(&db.pool, &sent).await;
+    let deferred = factory::create(&db.pool, factory::Spec::default()).await;
+    db.execute(
+        "UPDATE notifications SET rate_limit_deferrals = 3,
+                next_attempt_at = now() - interval '2 seconds' WHERE id = $1",
+        &[&deferred.id],
+    )
+    .await;
+    factory::failed(&db.pool, 1, "no such address").await;
+    factory::dead_lettered(&db.pool, 2, None, "provider down").await;
+    let cancelled = factory::create(&db.pool, factory::Spec::default().due_in_seconds(60)).await;
+    factory::mark_cancelled(&db.pool, cancelled.id).await;
+
+    let attempts_in_db = db
+        .count("SELECT sum(attempt_count)::int8 FROM notifications")
+        .await;
+    assert!(attempts_in_db > 0);
+
+    let by_accept = prometheus_text(
+        app.request(Method::GET, "/metrics")
+            .header(reqwest::header::ACCEPT, "text/plain"),
+    )
+    .await;
+    let by_format = prometheus_text(app.request(Method::GET, "/metrics?format=prometheus")).await;
+
+    for text in [&by_accept, &by_format] {
+        let scrape = parse_exposition(text);
+
+        let statuses = by_label(&scrape, "notify_notifications_by_status", "status");
+        let expected: HashMap<String, f64> = [
+            ("PENDING", 1.0),
+            ("PROCESSING", 1.0),
+            ("SENT", 2.0),
+            ("FAILED", 1.0),
+            ("DEAD_LETTERED", 2.0),
+            ("CANCELLED", 1.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(statuses, expected, "{text}");
+
+        let lag = samples(&scrape, "notify_queue_lag_seconds");
+        assert_eq!(lag.len(), 1, "{text}");
+        assert!((2.0..=5.0).contains(&value(lag[0])), "{text}");
+
+        let histogram = samples(&scrape, "notify_delivery_latency_seconds");
+        assert_eq!(histogram.len(), 1, "{text}");
+        let PromValue::Histogram(buckets) = &histogram[0].value else {
+            panic!("not a histogram: {:?}", histogram[0]);
+        };
+        let cumulative: Vec<(f64, f64)> = buckets.iter().map(|b| (b.less_than, b.count)).collect();
+        let at = |bound: f64| {
+            cumulative
+                .iter()
+                .find(|(le, _)| *le == bound)
+                .map(|(_, count)| *count)
+                .unwrap_or_else(|| panic!("no bucket le={bound}: {text}"))
+        };
+        assert_eq!(at(f64::INFINITY), 2.0, "+Inf counts every SENT: {text}");
+        assert_eq!(at(0.5), 0.0, "{text}");
+        assert_eq!(at(1.0), 1.0, "the 0.7 s one: {text}");
+        assert_eq!(at(10.0), 1.0, "{text}");
+        assert_eq!(at(30.0), 2.0, "the 20 s one: {text}");
+        assert!(
+            cumulative
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+            "buckets ascend and are cumulative: {text}"
+        );
+        let count = samples(&scrape, "notify_delivery_latency_seconds_count");
+        assert_eq!(count.len(), 1, "{text}");
+        assert_eq!(value(count[0]), 2.0, "count equals the SENT notifications");
+        let sum = samples(&scrape, "notify_delivery_latency_seconds_sum");
+        assert!((value(sum[0]) - 20.7).abs() < 0.01, "{text}");
+
+        let webhooks = by_label(&scrape, "notify_webhook_events", "state");
+        let expected: HashMap<String, f64> =
+            [("pending", 2.0), ("delivered", 0.0), ("given_up", 0.0)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+        assert_eq!(webhooks, expected, "{text}");
+
+        // Per status, channel and priority: the rows and their attempts add up.
+        let notifications = samples(&scrape, "notify_notifications");
+        assert!(
+            notifications
+                .iter()
+                .all(|s| ["status", "channel", "priority"]
+                    .iter()
+                    .all(|l| s.labels.get(l).is_some())),
+            "{text}"
+        );
+        assert_eq!(
+            notifications.iter().map(|s| value(s)).sum::<f64>(),
+            8.0,
+            "{text}"
+        );
+        let sent_email_normal = notifications
+            .iter()
+            .find(|s| {
+                s.labels.get("status") == Some("SENT")
+                    && s.labels.get("channel") == Some("EMAIL")
+                    && s.labels.get("priority") == Some("NORMAL")
+            })
+            .unwrap_or_else(|| panic!("no SENT/EMAIL/NORMAL series: {text}"));
+        assert_eq!(value(sent_email_normal), 2.0, "{text}");
+        let attempts = samples(&scrape, "notify_attempts");
+        assert_eq!(
+            attempts.iter().map(|s| value(s)).sum::<f64>(),
+            attempts_in_db as f64,
+            "{text}"
+        );
+
+        let deferrals = samples(&scrape, "notify_rate_limit_deferrals");
+        assert!(!deferrals.is_empty(), "{text}");
+        assert_eq!(
+            deferrals.iter().map(|s| value(s)).sum::<f64>(),
+            3.0,
+            "{text}"
+        );
+    }
+
+    // JSON stays the default, and can be asked for by name.
+    for request in [
+        app.request(Method::GET, "/metrics?format=json"),
+        app.request(Method::GET, "/metrics")
+            .header(reqwest::header::ACCEPT, "application/json"),
+    ] {
+        let Reply {
+            status,
+            headers,
+            body,
+        } = app.send(request).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            headers[reqwest::header::CONTENT_TYPE]
+                .to_str()
+                .is_ok_and(|t| t.starts_with("application/json"))
+        );
+        assert_eq!(body["sent"], 2, "{body}");
+    }
+}
+
+/// Prometheus buckets are "less than or equal": a latency exactly on a bound belongs to
+/// that bound's bucket.
+#[tokio::test]
+async fn a_latency_exactly_on_a_bucket_bound_is_counted_in_that_bucket() {
+    let app = TestApp::spawn().await;
+    let db = &app.db;
+    factory::create(&db.pool, factory::Spec::default()).await;
+    let conn = db.pool.get().await.expect("connection");
+    let claimed = notify_tests::worker::claim(&conn, "test-worker", 10, LEASE)
+        .await
+        .expect("claim");
+    drop(conn);
+    factory::sent_after(&db.pool, claimed[0].id, "1").await;
+
+    let text = prometheus_text(app.request(Method::GET, "/metrics?format=prometheus")).await;
+    let scrape = parse_exposition(&text);
+    let histogram = samples(&scrape, "notify_delivery_latency_seconds");
+    let PromValue::Histogram(buckets) = &histogram[0].value else {
+        panic!("not a histogram: {text}");
+    };
+    let le_1 = buckets.iter().find(|b| b.less_than == 1.0).expect("le=1");
+    assert_eq!(le_1.count, 1.0, "a 1.000 s delivery is <= 1: {text}");
+}
+
+#[tokio::test]
+async fn metrics_reject_an_unknown_format_and_unknown_query_parameters_with_400() {
+    let app = TestApp::spawn().await;
+    for (query, field) in [("format=xml", "format"), ("foo=1", "foo")] {
+        let (status, error) = app
+            .send(app.request(Method::GET, &format!("/metrics?{query}")))
+            .await
+            .pair();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {error}");
+        assert_envelope(&error, 400, "/metrics");
+        assert_eq!(detail_fields(&error), [field], "{query}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn the_worker_role_answers_health_and_metrics_but_not_the_notification_routes() {
+    let app = TestApp::spawn_worker_role().await;
+    let db = &app.db;
+    let dead = factory::dead_lettered(&db.pool, 1, None, "boom").await[0];
+
+    let (status, health) = app.send(app.request(Method::GET, "/health")).await.pair();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        health,
+        json!({"status": "ok", "info": {"database": {"status": "up"}}})
+    );
+    let (rest, _) = split_lag(app.metrics().await);
+    assert_eq!(rest, counts([0, 0, 0, 0, 1, 0], [0; 3]));
+
+    let routes = [
+        (Method::GET, "/notifications".to_string()),
+        (Method::POST, "/notifications".to_string()),
+        (Method::POST, "/notifications/retry".to_string()),
+        (Method::GET, format!("/notifications/{dead}")),
+        (Method::POST, format!("/notifications/{dead}/retry")),
+        (Method::GET, "/api/docs-json".to_string()),
+    ];
+    for (method, path) in routes {
+        let (status, error) = app.send(app.request(method.clone(), &path)).await.pair();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {error}");
+        assert_envelope(&error, 404, &path);
+        assert_eq!(error["error"], "Not Found");
+        assert_eq!(error["message"], format!("Cannot find {path}"));
+    }
+    assert_eq!(
+        factory::status_of(&db.pool, dead).await,
+        (Status::DeadLettered, 0),
+        "no redrive through a worker"
+    );
+}

@@ -1,0 +1,153 @@
+//! The sweeper loop and its gate: wake-ups by LISTEN/NOTIFY, a stop in the middle of a
+//! batch, and the bound on deliveries in flight.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use notify_shared::notification::Status;
+use notify_shared::queue;
+use notify_shared::stop::StopSignal;
+use notify_shared::sweeper;
+use notify_shared::wake::{self, Wake};
+use notify_tests::TestDb;
+use notify_tests::doubles::{Fixed, Slow};
+use notify_tests::factory::{self, Spec};
+use notify_tests::worker::{self, simulated, worker_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next_poll() {
+    let db = TestDb::new().await;
+    let (handle, stop) = StopSignal::new();
+    let wake = wake::listen(db.url.clone(), queue::WAKE_CHANNEL, stop.clone());
+    // The listener bumps once when its LISTEN is in place.
+    let mut connected = wake.clone();
+    tokio::time::timeout(Duration::from_secs(10), connected.notified())
+        .await
+        .expect("the listener connects");
+
+    let sweeper = worker::sweeper(&db.pool, Arc::new(simulated(db.pool.clone())))
+        .random(Fixed(0.0))
+        .config(
+            worker_config()
+                .concurrency(1)
+                .poll_interval(Duration::from_secs(10)),
+        )
+        .build();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop.clone()));
+    // Let the loop finish its first steps and settle into waiting. This can only make the
+    // test stricter: if the insert were picked up by a start-up step, it would pass anyway.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let inserted_at = Instant::now();
+    let n = factory::create(&db.pool, Spec::default()).await;
+    let mut status = Status::Pending;
+    while inserted_at.elapsed() < Duration::from_secs(1) {
+        status = factory::load(&db.pool, n.id).await.status;
+        if status == Status::Sent {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waited = inserted_at.elapsed();
+    handle.stop();
+    let total = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the loop stops")
+        .expect("the loop ends cleanly");
+    assert_eq!(status, Status::Sent, "not sent {waited:?} after insertion");
+    assert_eq!(total.sent, 1, "{total:?}");
+}
+
+/// With one place at the gate, the batch's deliveries go one after the other; a stop while
+/// the first is at the provider lets it finish and be recorded, and hands the others back
+/// untried: PENDING, due now, their attempt refunded, no event.
+#[tokio::test]
+async fn a_stop_in_the_middle_of_a_batch_records_what_started_and_releases_the_rest_untried() {
+    let db = TestDb::new().await;
+    let created = factory::create_many(&db.pool, 3, |_| Spec::default()).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(300)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(worker_config().concurrency(1))
+        .build();
+
+    let (handle, stop) = StopSignal::new();
+    let step = tokio::spawn(async move { sweeper.sweep_once(&stop).await });
+    provider.wait_started(1).await;
+    handle.stop();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), step)
+        .await
+        .expect("the step ends in time")
+        .expect("task")
+        .expect("step");
+    assert_eq!(
+        (outcome.claimed, outcome.sent, outcome.released),
+        (3, 1, 2),
+        "{outcome:?}"
+    );
+    assert_eq!(provider.started(), 1, "nothing started after the stop");
+
+    let mut states = Vec::new();
+    for n in &created {
+        let stored = factory::load(&db.pool, n.id).await;
+        states.push((stored.status, stored.attempt_count));
+    }
+    states.sort_by_key(|(status, _)| status.as_str());
+    assert_eq!(
+        states,
+        [
+            (Status::Pending, 0),
+            (Status::Pending, 0),
+            (Status::Sent, 1)
+        ]
+    );
+    assert_eq!(
+        factory::count_where(
+            &db.pool,
+            "status = 'PENDING' AND next_attempt_at <= now() AND claim_token IS NULL
+             AND lease_expires_at IS NULL"
+        )
+        .await,
+        2,
+        "released claims are due now and unclaimed"
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM webhook_events").await,
+        1,
+        "one event, for the one sent"
+    );
+}
+
+/// `WORKER_CONCURRENCY` bounds the deliveries in flight in the process, however many lanes
+/// claim batches: three lanes of batches of five never have more than three deliveries at
+/// the provider, and do reach three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all_lanes() {
+    let db = TestDb::new().await;
+    factory::create_due_bulk(&db.pool, 40).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(50)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(
+            worker_config()
+                .concurrency(3)
+                .batch_size(5)
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while factory::count_where(&db.pool, "status = 'SENT'").await < 40 {
+        assert!(Instant::now() < deadline, "not drained in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.stop();
+    let total = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the loop stops")
+        .expect("the loop ends cleanly");
+    assert_eq!((total.sent, total.released), (40, 0), "{total:?}");
+    assert_eq!(provider.started(), 40);
+    assert_eq!(provider.peak(), 3, "deliveries in flight at most");
+}
