@@ -80,6 +80,30 @@ impl TestDb {
     pub async fn count(&self, sql: &str) -> i64 {
         scalar(&self.pool, sql, &[]).await
     }
+
+    /// Polls the count `sql` until `until(count)`; panics after `limit` with `context()`
+    /// (a process log, say).
+    pub async fn wait_for_count(
+        &self,
+        sql: &str,
+        limit: std::time::Duration,
+        until: impl Fn(i64) -> bool,
+        context: impl Fn() -> String,
+    ) -> i64 {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let value = self.count(sql).await;
+            if until(value) {
+                return value;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{sql} is still {value} after {limit:?}\n{}",
+                context()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for TestDb {

@@ -140,3 +140,51 @@ async fn every_problem_with_the_batch_body_is_reported_at_once() {
     );
     assert_eq!(factory::count_where(app.pool(), "true").await, 0);
 }
+
+/// A key repeated inside one batch belongs to its first item, whatever order the database
+/// inserts in: later repeats are replays (same request) or conflicts (another one), and
+/// the first item's payload is stored. Checked on batches of 1,000 with repeats scattered
+/// through them.
+#[tokio::test]
+async fn a_key_repeated_in_a_batch_belongs_to_its_first_item() {
+    let app = TestApp::spawn().await;
+    for round in 0..3u32 {
+        let mut items = Vec::new();
+        let mut expected = Vec::new();
+        for i in 0..1000u32 {
+            // Every seventh item repeats the key of the item 5 (+ round) places earlier,
+            // half of them with a different payload.
+            let (key, first) = if i % 7 == 6 {
+                (format!("r{round}-k{}", i - 5 - round.min(1)), false)
+            } else {
+                (format!("r{round}-k{i}"), true)
+            };
+            let mut body = item(&key);
+            if !first && i % 2 == 0 {
+                body["payload"] = json!({"n": key, "later": i});
+            }
+            expected.push(match (first, i % 2 == 0) {
+                (true, _) => 201,
+                (false, false) => 200,
+                (false, true) => 409,
+            });
+            items.push(body);
+        }
+        let (status, body) = app.create_batch(&json!({ "notifications": items })).await;
+        assert_eq!(status, StatusCode::OK);
+        let statuses: Vec<i64> = body["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["status"].as_i64().expect("status"))
+            .collect();
+        assert_eq!(statuses, expected, "round {round}");
+        assert_eq!(
+            app.db
+                .count("SELECT count(*) FROM notifications WHERE payload ? 'later'")
+                .await,
+            0,
+            "a later repeat's payload was stored"
+        );
+    }
+}

@@ -9,6 +9,8 @@ mod api;
 mod auth;
 mod batch;
 mod chaos;
+mod concurrency;
+mod database;
 mod logs;
 mod operations;
 mod processes;

@@ -9,29 +9,6 @@ use std::time::{Duration, Instant};
 use notify_tests::process::{Children, Process, processes_mentioning, worker_command};
 use notify_tests::{TestDb, factory, notify_local_binary};
 
-/// Polls `sql` (a count) until it returns `until(count)`; panics after `limit`.
-async fn wait_for_count(
-    db: &TestDb,
-    sql: &str,
-    limit: Duration,
-    until: impl Fn(i64) -> bool,
-    context: impl Fn() -> String,
-) -> i64 {
-    let deadline = Instant::now() + limit;
-    loop {
-        let value = db.count(sql).await;
-        if until(value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{sql} is still {value} after {limit:?}\n{}",
-            context()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn without_a_database_url_it_runs_a_private_postgres_and_sigterm_removes_it_completely() {
     let mut children = Children::default();
@@ -73,6 +50,26 @@ async fn without_a_database_url_it_runs_a_private_postgres_and_sigterm_removes_i
     assert!(
         !processes_mentioning(&data_dir).is_empty(),
         "the private PostgreSQL should be running from {data_dir}"
+    );
+    // It takes a password, random per cluster, which the log never shows: another user
+    // of the machine who finds the port cannot connect.
+    let database = process
+        .wait_for_line("database", Duration::from_secs(5))
+        .await;
+    assert!(database.contains("postgres:***@127.0.0.1:"), "{database}");
+    let port = database
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("port");
+    let without_password = tokio_postgres::connect(
+        &format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode=disable"),
+        tokio_postgres::NoTls,
+    )
+    .await;
+    assert!(
+        without_password.is_err(),
+        "connected to the private PostgreSQL without its password"
     );
 
     process.signal(libc::SIGTERM);
@@ -117,8 +114,7 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     let victim_pid = children.0[0].pid();
 
     // Well into the drain (about a second in)...
-    wait_for_count(
-        &db,
+    db.wait_for_count(
         "SELECT count(*) FROM notifications WHERE status = 'SENT'",
         Duration::from_secs(30),
         |sent| sent >= 400,
@@ -167,8 +163,7 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
     children.start(&mut worker_command(&db.url, &env));
 
     let logs = || children.logs();
-    wait_for_count(
-        &db,
+    db.wait_for_count(
         "SELECT count(*) FROM notifications WHERE status IN ('PENDING', 'PROCESSING')",
         Duration::from_secs(60),
         |left| left == 0,
@@ -264,16 +259,14 @@ async fn sigterm_during_a_drain_leaves_no_claim_behind_and_refunds_untried_work(
     // Stop it mid-drain (a few hundred ms in: the first batch is through) while it has
     // work in hand. Whether that work is already at the provider (finished and recorded)
     // or not yet started (released) depends on timing; both must leave no claim behind.
-    wait_for_count(
-        &db,
+    db.wait_for_count(
         "SELECT count(*) FROM notifications WHERE status = 'SENT'",
         Duration::from_secs(30),
         |sent| sent > 0,
         || process.log(),
     )
     .await;
-    wait_for_count(
-        &db,
+    db.wait_for_count(
         "SELECT count(*) FROM notifications WHERE status = 'PROCESSING'",
         Duration::from_secs(30),
         |held| held > 0,

@@ -10,6 +10,7 @@ use notify_tests::factory;
 use notify_tests::worker::LEASE;
 use notify_tests::{TestApp, TestDb};
 use reqwest::StatusCode;
+use serde_json::json;
 
 use super::body;
 
@@ -183,4 +184,34 @@ async fn cancel_racing_claims_never_leaves_a_notification_both_cancelled_and_cla
         factory::count_where(&db.pool, "status = 'PROCESSING'").await as usize,
         all_claimed.len()
     );
+}
+
+/// A `sendAt` far in the past means "due now": stored as the moment it was accepted, so it
+/// neither jumps ahead of work due before it nor reports a lag of centuries.
+#[tokio::test]
+async fn a_send_at_far_in_the_past_is_due_now_and_reports_no_lag_of_centuries() {
+    let app = TestApp::spawn().await;
+    let (status, created) = app
+        .create(
+            &json!({"recipient": "old@example.com", "channel": "EMAIL", "payload": {},
+                        "priority": "HIGH", "idempotencyKey": "ancient",
+                        "sendAt": "0001-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["scheduledAt"], created["createdAt"]);
+    assert_eq!(created["nextAttemptAt"], created["createdAt"]);
+    let lag = app.metrics().await["queueLagSeconds"]
+        .as_f64()
+        .expect("lag");
+    assert!(lag < 5.0, "queue lag {lag}");
+    // The same request again is a replay: the fingerprint keeps sendAt as given.
+    let (status, replayed) = app
+        .create(
+            &json!({"recipient": "old@example.com", "channel": "EMAIL", "payload": {},
+                        "priority": "HIGH", "idempotencyKey": "ancient",
+                        "sendAt": "0001-01-01T00:00:00.000+00:00"}),
+        )
+        .await;
+    assert_eq!((status, &replayed["id"]), (StatusCode::OK, &created["id"]));
 }

@@ -232,3 +232,26 @@ async fn no_client_input_produces_a_server_error() {
     let reply = app.send(app.request(Method::PUT, "/notifications")).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// The contract allows `Z` or `±HH:MM` only; `+0100` and `+01` are refused with the
+/// offset message.
+#[tokio::test]
+async fn a_send_at_offset_without_a_colon_is_refused() {
+    let app = TestApp::spawn().await;
+    for send_at in ["2030-01-01T09:30:00+0100", "2030-01-01T09:30:00+01"] {
+        let (status, error) = app
+            .create(
+                &json!({"recipient": "a@example.com", "channel": "EMAIL", "payload": {},
+                            "priority": "LOW", "idempotencyKey": send_at, "sendAt": send_at}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{send_at}");
+        assert_eq!(
+            details(&error),
+            [(
+                "sendAt".to_string(),
+                vec!["sendAt must include a timezone offset (Z or ±HH:MM)".to_string()]
+            )]
+        );
+    }
+}

@@ -90,3 +90,22 @@ async fn list_rejects_unknown_parameters_bad_limits_and_foreign_cursors() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(page, json!({"items": [], "nextCursor": null}));
 }
+
+/// A cursor that decodes but names a time PostgreSQL cannot hold (before 4713 BC) is
+/// refused as invalid, not passed to the database.
+#[tokio::test]
+async fn a_crafted_cursor_with_an_impossible_time_is_a_400() {
+    use base64::Engine;
+    let app = TestApp::spawn().await;
+    let cursor = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("-210866803200000001:{}", uuid::Uuid::nil()));
+    let (status, body) = app.list(&format!("cursor={cursor}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        details(&body),
+        [(
+            "cursor".to_string(),
+            vec!["cursor is not valid; use the nextCursor from a previous page".to_string()]
+        )]
+    );
+}

@@ -345,3 +345,41 @@ async fn the_start_fence_only_writes_when_the_lease_would_not_outlast_the_provid
     let renewed = version(claimed[1].id).await;
     assert!(renewed.1 > 290.0, "lease not renewed: {renewed:?}");
 }
+
+/// The start fence judges a lease by the clock when it runs, not by when its transaction
+/// began: a fence that waited (on recipient locks, say) renews a lease that would no
+/// longer outlast the provider call.
+#[tokio::test]
+async fn the_start_fence_reads_the_clock_when_it_runs() {
+    let db = TestDb::new().await;
+    factory::create(&db.pool, Spec::default()).await;
+    let conn = db.pool.get().await.expect("connection");
+    let claimed = notify_tests::worker::claim(&conn, "fence", 1, Duration::from_secs(10))
+        .await
+        .expect("claim");
+    let before: chrono::DateTime<Utc> = db
+        .scalar("SELECT lease_expires_at FROM notifications", &[])
+        .await;
+
+    // 10 s of lease; the transaction waits 2 s before the fence asks for 9 s.
+    let mut conn = db.pool.get().await.expect("connection");
+    let tx = conn.transaction().await.expect("begin");
+    tx.execute("SELECT pg_sleep(2)", &[]).await.expect("wait");
+    let held = queue::start_fence(
+        &tx,
+        &claimed.iter().collect::<Vec<_>>(),
+        Duration::from_secs(9),
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("fence");
+    tx.commit().await.expect("commit");
+    assert_eq!(held.len(), 1);
+    let after: chrono::DateTime<Utc> = db
+        .scalar("SELECT lease_expires_at FROM notifications", &[])
+        .await;
+    assert!(
+        after - before >= TimeDelta::milliseconds(1900),
+        "the lease was not renewed: {before} → {after}"
+    );
+}

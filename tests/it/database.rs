@@ -1,0 +1,197 @@
+//! The database's limits as the service meets them: nothing waits forever on a stalled
+//! database or a drained pool, made-up API keys never reach it, `/health` says plainly
+//! when it is gone, and a client's listing by status is served by its own index.
+
+use std::time::{Duration, Instant};
+
+use notify_shared::auth::{self, Authenticator, Scope};
+use notify_shared::config::{Config, DatabaseTimeouts};
+use notify_shared::db;
+use notify_shared::intake::{self, AppState, Routes};
+use notify_tests::TestDb;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// Serves the whole API on `pool` with `auth`; returns its base URL.
+async fn serve(pool: db::DbPool, auth: Authenticator) -> String {
+    let config = Config::from_vars(Default::default()).expect("defaults");
+    let router = intake::router(AppState::new(pool, &config, auth), Routes::Full);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}")
+}
+
+fn short(pool_wait_ms: u64, statement_ms: u64) -> DatabaseTimeouts {
+    DatabaseTimeouts {
+        pool_wait: Duration::from_millis(pool_wait_ms),
+        statement: Duration::from_millis(statement_ms),
+        ..DatabaseTimeouts::default()
+    }
+}
+
+#[tokio::test]
+async fn a_drained_pool_answers_503_after_the_pool_timeout_instead_of_hanging() {
+    let db = TestDb::new().await;
+    let pool = db::create_pool_with(&db.url, 1, &short(300, 30_000)).expect("pool");
+    let base = serve(pool.clone(), Authenticator::anonymous()).await;
+    let _held = pool.get().await.expect("the only connection");
+    let started = Instant::now();
+    let response = reqwest::get(format!("{base}/notifications"))
+        .await
+        .expect("request");
+    let waited = started.elapsed();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(waited < Duration::from_secs(3), "answered after {waited:?}");
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["statusCode"], 503);
+}
+
+#[tokio::test]
+async fn a_statement_that_runs_past_the_statement_timeout_is_cancelled() {
+    let db = TestDb::new().await;
+    let pool = db::create_pool_with(&db.url, 1, &short(5_000, 200)).expect("pool");
+    let conn = pool.get().await.expect("connection");
+    let started = Instant::now();
+    let error = conn
+        .execute("SELECT pg_sleep(5)", &[])
+        .await
+        .expect_err("cancelled");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        error.code(),
+        Some(&tokio_postgres::error::SqlState::QUERY_CANCELED)
+    );
+}
+
+#[tokio::test]
+async fn made_up_api_keys_are_refused_without_a_database_connection() {
+    let db = TestDb::new().await;
+    let pool = db::create_pool_with(&db.url, 1, &short(300, 30_000)).expect("pool");
+    let (_, key) = {
+        let conn = pool.get().await.expect("connection");
+        auth::create_key(&conn, "ops", Scope::Operator)
+            .await
+            .expect("key")
+    };
+    let base = serve(pool.clone(), Authenticator::with_keys(pool.clone())).await;
+    let client = reqwest::Client::new();
+    // The first request reads the active keys.
+    let warm = client
+        .get(format!("{base}/notifications"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(warm.status(), StatusCode::OK);
+
+    // With the only connection taken, fifty made-up keys are still refused at once: none
+    // of them waits for the pool.
+    let _held = pool.get().await.expect("the only connection");
+    let started = Instant::now();
+    let attempts = (0..50).map(|_| {
+        let made_up = format!(
+            "nq_{}_{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        client
+            .get(format!("{base}/notifications"))
+            .bearer_auth(made_up)
+            .send()
+    });
+    for response in futures::future::join_all(attempts).await {
+        assert_eq!(
+            response.expect("request").status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "refused in {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn health_without_a_database_answers_its_own_error_body() {
+    // Nothing listens on port 1.
+    let pool = db::create_pool_with(
+        "postgres://postgres@127.0.0.1:1/none?sslmode=disable",
+        1,
+        &short(500, 1_000),
+    )
+    .expect("pool");
+    let base = serve(pool, Authenticator::anonymous()).await;
+    let response = reqwest::get(format!("{base}/health"))
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["status"], "error", "{body}");
+    assert_eq!(body["error"]["database"]["status"], "down", "{body}");
+    assert!(
+        body.get("statusCode").is_none(),
+        "not the error envelope: {body}"
+    );
+}
+
+/// 200,000 notifications of 10 clients: a client's dead-letter queue is read from its own
+/// index, not from every client's dead-lettered rows.
+#[tokio::test]
+async fn a_client_listing_by_status_reads_its_own_index() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    conn.batch_execute(
+        "INSERT INTO api_keys (id, name, scope, secret_hash)
+         SELECT gen_random_uuid(), 'client ' || g, 'client', repeat('0', 64)
+         FROM generate_series(1, 10) AS g;
+         INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+                                    priority, payload, status, scheduled_at, next_attempt_at,
+                                    attempt_count, max_attempts, dead_lettered_at, sent_at,
+                                    owner_key_id, created_at)
+         SELECT gen_random_uuid(), 'k' || g, repeat('0', 64), 'r' || g || '@example.com',
+                'EMAIL', 1, '{}', CASE WHEN g % 50 = 0 THEN 'DEAD_LETTERED' ELSE 'SENT' END,
+                now(), now(), 6, 6,
+                CASE WHEN g % 50 = 0 THEN now() END, CASE WHEN g % 50 <> 0 THEN now() END,
+                (SELECT id FROM api_keys ORDER BY id OFFSET g % 10 LIMIT 1),
+                now() - g * interval '1 millisecond'
+         FROM generate_series(1, 200000) AS g;
+         ANALYZE notifications;",
+    )
+    .await
+    .expect("load");
+    let owner: uuid::Uuid = conn
+        .query_one("SELECT id FROM api_keys ORDER BY id LIMIT 1", &[])
+        .await
+        .expect("owner")
+        .get(0);
+    let statement = std::fs::read_to_string(format!(
+        "{}/notifications/list_by_owner_status.sql",
+        notify_shared::sql::SQL_DIR
+    ))
+    .expect("statement");
+    conn.batch_execute(&format!("PREPARE listing AS {statement}"))
+        .await
+        .expect("prepare");
+    let plan: String = conn
+        .query(
+            &format!(
+                "EXPLAIN EXECUTE listing('{owner}', 'DEAD_LETTERED', 'infinity',
+                                         'ffffffff-ffff-ffff-ffff-ffffffffffff', 21)"
+            ),
+            &[],
+        )
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        plan.contains("notifications_list_by_owner_status"),
+        "{plan}"
+    );
+}
