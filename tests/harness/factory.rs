@@ -4,9 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
+use notify_shared::domain::Class;
 use notify_shared::notification::{Channel, Notification, Priority, Status};
 use notify_shared::queue::{self, Due, InsertOutcome, NewNotification};
-use serde_json::json;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct Spec {
     pub priority: Priority,
     pub due: Due,
     pub max_attempts: i32,
+    pub payload: Value,
+    pub class: Class,
 }
 
 impl Default for Spec {
@@ -27,6 +30,8 @@ impl Default for Spec {
             // Due a moment ago.
             due: Due::At(Utc::now() - chrono::TimeDelta::seconds(1)),
             max_attempts: 6,
+            payload: json!({"subject": "hello", "text": "hello"}),
+            class: Class::Transactional,
         }
     }
 }
@@ -54,6 +59,19 @@ impl Spec {
         self.max_attempts = attempts;
         self
     }
+    pub fn channel(mut self, channel: Channel) -> Self {
+        self.channel = channel;
+        self
+    }
+    pub fn payload(mut self, payload: Value) -> Self {
+        self.payload = payload;
+        self
+    }
+    /// Bulk traffic (a campaign's), set on the row after the insert.
+    pub fn bulk(mut self) -> Self {
+        self.class = Class::Bulk;
+        self
+    }
 }
 
 /// Inserts one notification through the real insert statement.
@@ -67,7 +85,7 @@ pub async fn create(pool: &Pool, spec: Spec) -> Notification {
         recipient: spec.recipient,
         channel: spec.channel,
         priority: spec.priority,
-        payload: json!({"subject": "hello"}),
+        payload: spec.payload.clone(),
         due: spec.due,
         max_attempts: spec.max_attempts,
         owner_key_id: None,
@@ -76,6 +94,14 @@ pub async fn create(pool: &Pool, spec: Spec) -> Notification {
         InsertOutcome::Created(notification) => notification,
         other => panic!("expected a new notification, got {other:?}"),
     };
+    if spec.class != Class::Transactional {
+        db.execute(
+            "UPDATE notifications SET class = $2 WHERE id = $1",
+            &[&id, &spec.class],
+        )
+        .await
+        .expect("set the class");
+    }
     // Intake stores a past sendAt as "due now"; a test that needs one due for a while
     // (a backlog, an order by due time) sets its due time as the queue would have aged it.
     match spec.due {

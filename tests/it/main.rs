@@ -11,6 +11,7 @@ mod batch;
 mod chaos;
 mod concurrency;
 mod database;
+mod delivery;
 mod logs;
 mod operations;
 mod processes;

@@ -27,6 +27,26 @@ pub async fn sdk_config(timeout: Duration) -> aws_config::SdkConfig {
         .await
 }
 
+/// An SDK configuration that talks to `endpoint` (a local stand-in, in tests) with fixed
+/// test credentials, whatever the environment says; otherwise as [`sdk_config`].
+pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::SdkConfig {
+    aws_config::from_env()
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sesv2::config::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_timeout(timeout)
+                .connect_timeout(timeout.min(Duration::from_secs(3)))
+                .build(),
+        )
+        .load()
+        .await
+}
+
 /// What a service error says, as the classification reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceAnswer<'a> {

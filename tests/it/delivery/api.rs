@@ -1,0 +1,120 @@
+//! What the API shows of delivery: a notification's attempts, its provider message id,
+//! and every channel's provider, budgets, circuit and pause.
+
+use notify_local::aws_stub::{AwsStub, Reply, Rule};
+use notify_shared::channel;
+use notify_shared::config::ChannelRate;
+use notify_shared::provider::Provider;
+use notify_tests::TestApp;
+use notify_tests::worker::sweep;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::{circuit, ses_only, sweeper};
+
+#[tokio::test]
+async fn attempts_list_every_provider_call_oldest_first_without_recipient_or_payload() {
+    let stub = AwsStub::start().await.expect("stub");
+    stub.push(Rule {
+        service: None,
+        recipient: None,
+        times: Some(1),
+        reply: Reply::error(500, "InternalFailure", "try again"),
+    });
+    let app = TestApp::spawn().await;
+    let (status, created) = app
+        .create(
+            &json!({"recipient": "ada@example.com", "channel": "EMAIL", "priority": "HIGH",
+                        "idempotencyKey": "k", "payload": {"subject": "s", "text": "secret text"},
+                        "delaySeconds": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    app.db
+        .execute("UPDATE notifications SET next_attempt_at = now()", &[])
+        .await;
+    let providers = ses_only(&app.db.pool, &stub.url()).await;
+    let sweeper = sweeper(&app.db.pool, providers, circuit());
+    sweep(&sweeper).await;
+    app.db
+        .execute("UPDATE notifications SET next_attempt_at = now()", &[])
+        .await;
+    sweep(&sweeper).await;
+
+    let id = created["id"].as_str().expect("id");
+    let (status, attempts) = app
+        .send(app.request(
+            reqwest::Method::GET,
+            &format!("/notifications/{id}/attempts"),
+        ))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{attempts}");
+    let items = attempts["items"].as_array().expect("items");
+    let outcomes: Vec<&str> = items
+        .iter()
+        .map(|i| i["outcome"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(outcomes, ["TEMPORARY", "DELIVERED"]);
+    assert_eq!(items[0]["attempt"], 1);
+    assert_eq!(items[1]["attempt"], 2);
+    assert!(
+        items[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("InternalFailure"))
+    );
+    assert!(items[1]["providerMessageId"].is_string());
+    let text = attempts.to_string();
+    assert!(!text.contains("ada@example.com") && !text.contains("secret text"));
+
+    let (_, notification) = app.get(id).await;
+    assert_eq!(
+        notification["providerMessageId"],
+        items[1]["providerMessageId"]
+    );
+
+    let (status, _) = app
+        .send(app.request(
+            reqwest::Method::GET,
+            &format!("/notifications/{}/attempts", uuid::Uuid::new_v4()),
+        ))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn providers_show_each_channels_provider_budgets_circuit_and_pause() {
+    let app = TestApp::spawn().await;
+    let conn = app.db.pool.get().await.expect("connection");
+    let stub = AwsStub::start().await.expect("stub");
+    let providers = ses_only(&app.db.pool, &stub.url()).await;
+    channel::configure_rates(
+        &conn,
+        &[
+            Some(ChannelRate {
+                transactional: 20.0,
+                bulk: 30.0,
+            }),
+            None,
+            None,
+        ],
+        |c| providers.is_real_for(c),
+    )
+    .await
+    .expect("rates");
+    let (status, body) = app
+        .send(app.request(reqwest::Method::GET, "/providers"))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let email = &body["channels"]["EMAIL"];
+    assert_eq!(email["circuit"]["state"], "CLOSED");
+    assert_eq!(email["pausedUntil"], serde_json::Value::Null);
+    assert_eq!(email["budgets"]["TRANSACTIONAL"]["ratePerSecond"], 20.0);
+    assert_eq!(email["budgets"]["BULK"]["ratePerSecond"], 30.0);
+    assert_eq!(body["channels"]["SMS"]["budgets"], json!({}));
+    for channel in ["EMAIL", "SMS", "PUSH"] {
+        assert_eq!(body["channels"][channel]["provider"], "simulated", "{body}");
+    }
+}

@@ -1,0 +1,356 @@
+//! Every row of the outcome table, against a stand-in that answers like SES v2 (REST-JSON)
+//! and SNS (query/XML); a throttle and a misconfiguration that pause a channel without
+//! spending an attempt; a burst of 5xx that opens one channel's circuit while the others
+//! drain, and the probe that closes it again.
+
+use std::time::Duration;
+
+use notify_local::aws_stub::{AwsStub, Reply, Rule, Service};
+use notify_shared::config::CircuitConfig;
+use notify_shared::notification::{Channel, Status};
+use notify_tests::worker::{sweep, sweep_until_idle};
+use notify_tests::{TestDb, factory};
+use serde_json::json;
+
+use super::{aws_providers, circuit, ses_only, sweeper};
+
+const ENDPOINT_ARN: &str = "arn:aws:sns:us-east-1:123456789012:endpoint/GCM/app/0b1c";
+
+struct Row {
+    channel: Channel,
+    reply: Reply,
+    status: Status,
+    attempts: i32,
+    outcome: &'static str,
+    suppressed: bool,
+    paused: bool,
+}
+
+fn row(
+    channel: Channel,
+    reply: Reply,
+    status: Status,
+    attempts: i32,
+    outcome: &'static str,
+) -> Row {
+    Row {
+        channel,
+        reply,
+        status,
+        attempts,
+        outcome,
+        suppressed: outcome == "INVALID_RECIPIENT",
+        paused: matches!(outcome, "THROTTLED" | "PROVIDER_MISCONFIGURED"),
+    }
+}
+
+fn rows() -> Vec<Row> {
+    use Channel::{Email, Push, Sms};
+    use Status::{Failed, Pending, Sent};
+    let error = Reply::error;
+    let throttled = Reply::Error {
+        status: 429,
+        code: "TooManyRequestsException".into(),
+        message: "Maximum sending rate exceeded".into(),
+        retry_after: Some(3),
+    };
+    vec![
+        row(Email, Reply::Accept, Sent, 1, "DELIVERED"),
+        row(Email, throttled, Pending, 0, "THROTTLED"),
+        row(
+            Email,
+            error(500, "InternalFailure", "oops"),
+            Pending,
+            1,
+            "TEMPORARY",
+        ),
+        row(Email, error(503, "", ""), Pending, 1, "TEMPORARY"),
+        row(
+            Email,
+            error(400, "MessageRejected", "Illegal header"),
+            Failed,
+            1,
+            "PERMANENT",
+        ),
+        row(
+            Email,
+            error(
+                400,
+                "BadRequestException",
+                "Address is on the account-level suppression list",
+            ),
+            Failed,
+            1,
+            "INVALID_RECIPIENT",
+        ),
+        row(
+            Email,
+            error(
+                400,
+                "MessageRejected",
+                "Email address is not verified: sender@example.com",
+            ),
+            Pending,
+            0,
+            "PROVIDER_MISCONFIGURED",
+        ),
+        row(
+            Email,
+            error(403, "AccessDeniedException", "denied"),
+            Pending,
+            0,
+            "PROVIDER_MISCONFIGURED",
+        ),
+        row(Sms, Reply::Accept, Sent, 1, "DELIVERED"),
+        row(
+            Sms,
+            error(400, "Throttling", "Rate exceeded"),
+            Pending,
+            0,
+            "THROTTLED",
+        ),
+        row(
+            Sms,
+            error(500, "InternalError", "oops"),
+            Pending,
+            1,
+            "TEMPORARY",
+        ),
+        row(
+            Sms,
+            error(
+                400,
+                "InvalidParameter",
+                "Invalid parameter: PhoneNumber Reason: not valid",
+            ),
+            Failed,
+            1,
+            "INVALID_RECIPIENT",
+        ),
+        row(
+            Sms,
+            error(
+                400,
+                "InvalidParameter",
+                "Invalid parameter: Message too long",
+            ),
+            Failed,
+            1,
+            "PERMANENT",
+        ),
+        row(
+            Push,
+            error(400, "EndpointDisabled", "Endpoint is disabled"),
+            Failed,
+            1,
+            "INVALID_RECIPIENT",
+        ),
+        row(
+            Push,
+            error(403, "AuthorizationError", "not authorized"),
+            Pending,
+            0,
+            "PROVIDER_MISCONFIGURED",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_outcome_class_does_what_the_table_says() {
+    let stub = AwsStub::start().await.expect("stub");
+    for row in rows() {
+        stub.clear_rules();
+        stub.push(Rule {
+            service: None,
+            recipient: None,
+            times: None,
+            reply: row.reply.clone(),
+        });
+        let db = TestDb::new().await;
+        let (recipient, payload) = match row.channel {
+            Channel::Email => ("ada@example.com", json!({"subject": "s", "text": "t"})),
+            Channel::Sms => ("+15555550100", json!({"text": "t"})),
+            Channel::Push => (ENDPOINT_ARN, json!({"title": "t"})),
+        };
+        let notification = factory::create(
+            &db.pool,
+            factory::Spec::to(recipient)
+                .channel(row.channel)
+                .payload(payload),
+        )
+        .await;
+        let providers = aws_providers(&db.pool, &stub.url(), None).await;
+        let outcome = sweep(&sweeper(&db.pool, providers, circuit())).await;
+        let context = format!("{:?} {:?}: {outcome:?}", row.channel, row.reply);
+        assert_eq!(outcome.claimed, 1, "{context}");
+
+        let stored = factory::load(&db.pool, notification.id).await;
+        assert_eq!(
+            (stored.status, stored.attempt_count),
+            (row.status, row.attempts),
+            "{context}"
+        );
+        let outcomes: Vec<String> = db
+            .pool
+            .get()
+            .await
+            .expect("connection")
+            .query("SELECT outcome FROM delivery_attempts", &[])
+            .await
+            .expect("attempts")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(outcomes, [row.outcome], "{context}");
+        assert_eq!(
+            db.count("SELECT count(*) FROM suppressions WHERE reason = 'INVALID_RECIPIENT'")
+                .await,
+            i64::from(row.suppressed),
+            "{context}"
+        );
+        let paused = db
+            .count(&format!(
+                "SELECT count(*) FROM channel_health
+                 WHERE channel = '{}' AND paused_until > now()",
+                row.channel.as_str()
+            ))
+            .await;
+        assert_eq!(paused, i64::from(row.paused), "{context}");
+        if row.status == Status::Sent {
+            assert!(stored.provider_message_id.is_some(), "{context}");
+        }
+    }
+}
+
+/// A 429 with `Retry-After: 2` pauses email for 2 s: the notification waits with its
+/// attempt refunded, nothing of the channel is claimed meanwhile, and it goes out after.
+#[tokio::test]
+async fn a_throttle_pauses_the_channel_until_retry_after_and_spends_no_attempt() {
+    let stub = AwsStub::start().await.expect("stub");
+    stub.push(Rule {
+        service: Some(Service::Ses),
+        recipient: None,
+        times: Some(1),
+        reply: Reply::Error {
+            status: 429,
+            code: "TooManyRequestsException".into(),
+            message: "slow down".into(),
+            retry_after: Some(2),
+        },
+    });
+    let db = TestDb::new().await;
+    let first = factory::create(&db.pool, factory::Spec::to("a@example.com")).await;
+    let providers = ses_only(&db.pool, &stub.url()).await;
+    let sweeper = sweeper(&db.pool, providers, circuit());
+    let outcome = sweep(&sweeper).await;
+    assert_eq!((outcome.claimed, outcome.refunded), (1, 1), "{outcome:?}");
+
+    // Paused: a second email due now is not claimed, and the provider hears nothing.
+    factory::create(&db.pool, factory::Spec::to("b@example.com")).await;
+    let outcome = sweep(&sweeper).await;
+    assert_eq!(outcome.claimed, 0, "{outcome:?}");
+    assert_eq!(stub.calls().len(), 1);
+    let waiting = factory::load(&db.pool, first.id).await;
+    assert_eq!(
+        (waiting.status, waiting.attempt_count),
+        (Status::Pending, 0)
+    );
+
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let outcome = sweep_until_idle(&sweeper).await;
+    assert_eq!(outcome.sent, 2, "{outcome:?}");
+    assert_eq!(factory::load(&db.pool, first.id).await.attempt_count, 1);
+}
+
+/// Temporary failures of email open its circuit: email stops being claimed while SMS and
+/// push keep draining; after the open time one probe goes out, and its success closes the
+/// circuit again. Both changes are webhook events.
+#[tokio::test]
+async fn a_burst_of_5xx_opens_one_channels_circuit_and_a_probe_closes_it() {
+    let stub = AwsStub::start().await.expect("stub");
+    stub.push(Rule {
+        service: Some(Service::Ses),
+        recipient: None,
+        times: None,
+        reply: Reply::error(503, "ServiceUnavailable", "down"),
+    });
+    let db = TestDb::new().await;
+    for i in 0..6 {
+        factory::create(&db.pool, factory::Spec::to(&format!("e{i}@example.com"))).await;
+        factory::create(
+            &db.pool,
+            factory::Spec::to(&format!("s{i}")).channel(Channel::Sms),
+        )
+        .await;
+    }
+    let fast = CircuitConfig {
+        min_calls: 4,
+        open_for: Duration::from_secs(2),
+        ..circuit()
+    };
+    let providers = ses_only(&db.pool, &stub.url()).await;
+    let sweeper = sweeper(&db.pool, providers, fast);
+    let outcome = sweep(&sweeper).await;
+    assert_eq!((outcome.sent, outcome.retried), (6, 6), "{outcome:?}");
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM channel_health WHERE channel = 'EMAIL' AND circuit = 'OPEN'"
+        )
+        .await,
+        1
+    );
+
+    // Open: new work of every channel arrives; only SMS is sent.
+    stub.clear_rules();
+    for i in 0..3 {
+        factory::create(
+            &db.pool,
+            factory::Spec::to(&format!("late-e{i}@example.com")),
+        )
+        .await;
+        factory::create(
+            &db.pool,
+            factory::Spec::to(&format!("late-s{i}")).channel(Channel::Sms),
+        )
+        .await;
+    }
+    let calls_before = stub.calls().len();
+    let outcome = sweep_until_idle(&sweeper).await;
+    assert_eq!(outcome.sent, 3, "only SMS: {outcome:?}");
+    assert_eq!(stub.calls().len(), calls_before, "email was not claimed");
+
+    // After the open time: one probe, which succeeds and closes the circuit.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let probe = sweep(&sweeper).await;
+    assert_eq!((probe.claimed, probe.sent), (1, 1), "{probe:?}");
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM channel_health WHERE channel = 'EMAIL' AND circuit = 'CLOSED'"
+        )
+        .await,
+        1
+    );
+    // The rest drains (the first six once their backoff is over).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    sweep_until_idle(&sweeper).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM notifications WHERE status = 'SENT'")
+            .await,
+        18
+    );
+    let events: Vec<String> = db
+        .pool
+        .get()
+        .await
+        .expect("connection")
+        .query(
+            "SELECT type FROM webhook_events WHERE notification_id IS NULL ORDER BY occurred_at",
+            &[],
+        )
+        .await
+        .expect("events")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(events, ["circuit.opened", "circuit.closed"]);
+}

@@ -1,0 +1,136 @@
+//! Pacing with token buckets in PostgreSQL: four sweeper processes share one honest rate
+//! (measured by the provider's own clock), and bulk traffic never takes the part reserved
+//! for transactional traffic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use notify_local::aws_stub::AwsStub;
+use notify_shared::channel;
+use notify_shared::config::ChannelRate;
+use notify_shared::provider::Provider;
+use notify_shared::stop::StopSignal;
+use notify_tests::process::{Children, worker_command};
+use notify_tests::{TestDb, factory};
+
+use super::{circuit, ses_only, sweeper};
+
+/// The most calls that arrived within any one second.
+fn busiest_second(times: &[DateTime<Utc>]) -> usize {
+    let mut times = times.to_vec();
+    times.sort();
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|t| **t - times[i] < TimeDelta::seconds(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn four_sweeper_processes_never_exceed_the_rate_and_its_burst_in_any_second() {
+    let stub = AwsStub::start().await.expect("stub");
+    let db = TestDb::new().await;
+    factory::create_due_bulk(&db.pool, 1500).await;
+    let url = stub.url();
+    let environment = [
+        ("EMAIL_PROVIDER", "ses"),
+        ("SES_FROM_ADDRESS", "sender@example.com"),
+        ("AWS_ENDPOINT_URL", url.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("EMAIL_RATE_PER_SECOND", "50"),
+        ("WORKER_POLL_INTERVAL_MS", "100"),
+    ];
+    let mut children = Children::default();
+    for _ in 0..4 {
+        children.start(&mut worker_command(&db.url, &environment));
+    }
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    drop(children);
+
+    let calls = stub.calls();
+    let times: Vec<DateTime<Utc>> = calls.iter().map(|c| c.at).collect();
+    let busiest = busiest_second(&times);
+    eprintln!(
+        "pacing: {} calls over {:.1} s, at most {busiest} in any second",
+        calls.len(),
+        times
+            .iter()
+            .max()
+            .zip(times.iter().min())
+            .map_or(0.0, |(last, first)| (*last - *first).as_seconds_f64())
+    );
+    assert!(
+        busiest <= 100,
+        "{busiest} calls in one second (rate 50 + burst 50)"
+    );
+    assert!(
+        calls.len() >= 700,
+        "only {} calls in about 20 s",
+        calls.len()
+    );
+}
+
+#[tokio::test]
+async fn bulk_traffic_never_takes_the_transactional_reservation() {
+    let stub = AwsStub::start().await.expect("stub");
+    let db = TestDb::new().await;
+    for i in 0..300 {
+        factory::create(
+            &db.pool,
+            factory::Spec::to(&format!("bulk{i}@example.com")).bulk(),
+        )
+        .await;
+    }
+    let providers = ses_only(&db.pool, &stub.url()).await;
+    // 50 a second, 20 of them reserved for transactional traffic: bulk gets 30.
+    let conn = db.pool.get().await.expect("connection");
+    let rate = ChannelRate {
+        transactional: 20.0,
+        bulk: 30.0,
+    };
+    channel::configure_rates(&conn, &[Some(rate), None, None], |c| {
+        providers.is_real_for(c)
+    })
+    .await
+    .expect("rates");
+    drop(conn);
+    let sweeper = Arc::new(sweeper(&db.pool, providers, circuit()));
+    let stop =
+        StopSignal::never().with_deadline(std::time::Instant::now() + Duration::from_secs(5));
+    notify_shared::sweeper::run(sweeper, notify_shared::wake::Wake::none().1, stop).await;
+
+    let times: Vec<DateTime<Utc>> = stub.calls().iter().map(|c| c.at).collect();
+    let busiest = busiest_second(&times);
+    eprintln!(
+        "bulk: {} calls in 5 s, at most {busiest} in any second",
+        times.len()
+    );
+    assert!(
+        busiest <= 60,
+        "{busiest} bulk calls in one second (30 + burst 30)"
+    );
+    assert!(
+        times.len() <= 30 * 5 + 30,
+        "{} bulk calls in 5 s",
+        times.len()
+    );
+    assert!(times.len() >= 100, "bulk got only {} calls", times.len());
+    // The transactional bucket was never spent.
+    let transactional: f64 = db
+        .scalar(
+            "SELECT tokens FROM token_buckets WHERE channel = 'EMAIL' AND class = 'TRANSACTIONAL'",
+            &[],
+        )
+        .await;
+    assert!(
+        transactional >= 19.0,
+        "transactional tokens left: {transactional}"
+    );
+}
