@@ -78,7 +78,8 @@ pub fn check(
             match payload.get("data") {
                 None => {}
                 Some(Value::Object(data)) if data.values().all(Value::is_string) => {
-                    if Value::Object(data.clone()).to_string().len() > PUSH_DATA_MAX_BYTES {
+                    let serialised = Value::Object(data.clone()).to_string().len();
+                    if serialised > PUSH_DATA_MAX_BYTES {
                         problems.add(
                             "payload.data",
                             format!(

@@ -164,8 +164,7 @@ impl Provider for SimulatedProvider {
                 }
                 Ok((started_at, Utc::now()))
             });
-            let calls: Vec<Result<(DateTime<Utc>, DateTime<Utc>), Attempt>> =
-                futures::future::join_all(calls).await;
+            let calls = futures::future::join_all(calls).await;
             let (through, times): (Vec<Delivery<'_>>, Vec<DateTime<Utc>>) = batch
                 .iter()
                 .zip(&calls)
