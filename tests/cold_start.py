@@ -108,6 +108,7 @@ def main():
         ("dlq-redrive", "dlq-redrive",
          {"SCHEDULER_GROUP_NAME": "notify-queue-redrive",
           "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/notify-queue-redrive"}),
+        ("provider-events", "provider-events", {"DATABASE_POOL_MAX": "1"}),
     ]
 
     print(f"| function | binary size | init median | min | max | runs |")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lambda smoke test: the four functions under the Lambda emulator (`cargo lambda watch`)
+# Lambda smoke test: the five functions under the Lambda emulator (`cargo lambda watch`)
 # against a fresh database on the local PostgreSQL server.
 #
 #   tests/lambda_smoke.sh
@@ -8,7 +8,8 @@
 # migrates it with `notify-local migrate`, starts the emulator and a webhook receiver, then:
 # schedules a due notification through the API, reads it back, invokes sweeper,
 # webhook-drainer and dlq-redrive once each with the fixtures in tests/events/, and checks
-# their JSON summaries and the notification's final state. Bounded in time (LAMBDA_SMOKE_TIMEOUT,
+# their JSON summaries and the notification's final state; then gives provider-events the
+# SES bounce fixture twice (suppressed once, then nothing) and checks the suppression row. Bounded in time (LAMBDA_SMOKE_TIMEOUT,
 # default 600 s); everything it started and the database are removed on exit, pass or fail.
 # Needs cargo-lambda (on PATH or in .venv/bin), psql, curl and python3.
 set -euo pipefail
@@ -103,9 +104,9 @@ EMULATOR="http://127.0.0.1:$PORT"
 API="$EMULATOR/lambda-url/intake-api"
 
 # ---- build first, so the emulator starts each function at once (it runs `cargo run --bin <name>`)
-say "building notify-local and the four functions (debug)"
+say "building notify-local and the five functions (debug)"
 cargo build -q --bin notify-local
-for function in intake-api sweeper webhook-drainer dlq-redrive; do
+for function in intake-api sweeper webhook-drainer dlq-redrive provider-events; do
     cargo build -q --bin "$function"
 done
 
@@ -220,3 +221,15 @@ check_json "$WORK/redrive.json" 'set(doc) >= {"retried", "remaining"} and doc["r
 
 curl -s -f -m 60 -o "$WORK/metrics.json" "$API/metrics" || fail "GET /metrics"
 check_json "$WORK/metrics.json" 'doc["sent"] >= 1 and doc["pending"] == 0' "GET /metrics"
+
+# ---- provider feedback: an SES permanent bounce through EventBridge
+say "invoke provider-events (SES permanent bounce, tests/events/provider-events-bounce.json)"
+invoke provider-events "$EVENTS/provider-events-bounce.json" "$WORK/bounce.json"
+check_json "$WORK/bounce.json" 'doc == {"suppressed": 1, "delivered": 0, "ignored": 0}' "provider-events summary"
+invoke provider-events "$EVENTS/provider-events-bounce.json" "$WORK/bounce-again.json"
+check_json "$WORK/bounce-again.json" 'doc == {"suppressed": 0, "delivered": 0, "ignored": 1}' "provider-events repeated event changes nothing"
+suppressed=$(psql -X -A -t -v ON_ERROR_STOP=1 "$DB_URL" -c \
+    "SELECT channel || ' ' || address || ' ' || reason FROM suppressions WHERE reason = 'BOUNCED'") ||
+    fail "reading the suppression list"
+[ "$suppressed" = "EMAIL ada.lovelace@example.com BOUNCED" ] || fail "suppression list holds: $suppressed"
+say "ok   the bounced address is suppressed, lower-case"

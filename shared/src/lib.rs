@@ -11,6 +11,7 @@ pub mod config;
 pub mod db;
 pub mod deadline;
 pub mod domain;
+pub mod feedback;
 pub mod intake;
 pub mod metrics;
 pub mod notification;

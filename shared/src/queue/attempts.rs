@@ -1,5 +1,6 @@
 //! Attempt history: the provider calls of one notification (written by the record
-//! statement, in the same statement as the transition).
+//! statement, in the same statement as the transition), and the delivery time a provider
+//! reports later.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -10,6 +11,7 @@ use crate::notification::format_time;
 use crate::sql::{Statement, statement};
 
 const LIST: Statement = statement!("delivery_attempts/list");
+const MARK_DELIVERED: Statement = statement!("delivery_attempts/mark_delivered");
 
 /// One provider call as `GET /notifications/{id}/attempts` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,4 +54,27 @@ pub async fn attempts(
             })
         })
         .collect()
+}
+
+/// What a provider's delivery report changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryMark {
+    /// Attempts that got their delivery time (0 when it was set already).
+    pub marked: u64,
+    /// The notification whose attempt sent the message; `None` when no attempt has its id.
+    pub notification: Option<Uuid>,
+}
+
+/// Sets `delivered_at` of the attempt that sent provider message `message_id`, unless set.
+pub async fn mark_delivered(
+    db: &impl GenericClient,
+    message_id: &str,
+    at: DateTime<Utc>,
+) -> Result<DeliveryMark, tokio_postgres::Error> {
+    let statement = MARK_DELIVERED.prepare(db).await?;
+    let row = db.query_one(&statement, &[&message_id, &at]).await?;
+    Ok(DeliveryMark {
+        marked: u64::try_from(row.try_get::<_, i64>("marked")?).unwrap_or_default(),
+        notification: row.try_get("notification_id")?,
+    })
 }

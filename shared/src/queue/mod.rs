@@ -8,7 +8,8 @@
 //! - [`record`]: the worker's results, and recovery of expired claims;
 //! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
 //! - [`stats`]: aggregates for metrics;
-//! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`).
+//! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`), and the
+//!   delivery time provider feedback reports.
 //!
 //! Every transition that leaves PROCESSING names the claim token it expects; a stale
 //! worker's statement matches no row and changes nothing.
@@ -22,7 +23,7 @@ mod record;
 mod redrive;
 pub mod stats;
 
-pub use attempts::{AttemptRecord, attempts};
+pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
 pub use insert::{BatchOutcome, Due, InsertOutcome, NewNotification, insert, insert_batch};

@@ -1,0 +1,15 @@
+-- Adds the addresses a provider reported for message $3 (a hard bounce, a complaint) to
+-- the suppression list of channel $1 with reason $4; $2 the addresses, as stored (email
+-- lower-case). An address already listed keeps its first reason, so a repeated report adds
+-- nothing. Returns how many were added and the notification that sent the message, if any
+-- attempt has its id (for the log).
+WITH added AS (
+    INSERT INTO suppressions (channel, address, reason)
+    SELECT $1, address, $4 FROM unnest($2::text[]) AS a(address)
+    ON CONFLICT (channel, address) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM added) AS added,
+       (SELECT notification_id FROM delivery_attempts
+        WHERE provider_message_id = $3
+        ORDER BY id DESC LIMIT 1) AS notification_id
