@@ -38,16 +38,21 @@ CREATE INDEX delivery_attempts_by_notification ON delivery_attempts (notificatio
 CREATE INDEX delivery_attempts_by_message ON delivery_attempts (provider_message_id)
     WHERE provider_message_id IS NOT NULL;
 
--- Addresses that must not be sent to, per channel. Email addresses are stored lower-case
--- (they compare case-insensitively), others exactly.
+-- Addresses that must not be sent to, per channel, found by a keyed hash of the address
+-- (HMAC-SHA256 with UNSUBSCRIBE_SECRET; email lower-cased first, other channels exact).
+-- The address itself is kept for operators until its person is erased, when it becomes
+-- NULL and only the hash remains.
 CREATE TABLE suppressions (
-    channel     text        NOT NULL CHECK (channel IN ('EMAIL', 'SMS', 'PUSH')),
-    address     text        NOT NULL,
-    reason      text        NOT NULL CHECK (reason IN ('MANUAL', 'UNSUBSCRIBED', 'BOUNCED',
-                                'COMPLAINED', 'INVALID_RECIPIENT')),
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (channel, address)
+    channel       text        NOT NULL CHECK (channel IN ('EMAIL', 'SMS', 'PUSH')),
+    address_hash  text        NOT NULL CHECK (length(address_hash) = 64),
+    address       text,
+    reason        text        NOT NULL CHECK (reason IN ('MANUAL', 'UNSUBSCRIBED', 'BOUNCED',
+                                  'COMPLAINED', 'INVALID_RECIPIENT')),
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (channel, address_hash)
 );
+-- Operators page through the list newest first.
+CREATE INDEX suppressions_listing ON suppressions (created_at DESC, channel, address_hash);
 
 -- A channel's shared state: a pause (a provider said 429, or cannot send for us) and its
 -- circuit breaker. Rows exist for every channel.

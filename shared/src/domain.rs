@@ -70,16 +70,22 @@ pub enum Status {
     Failed,
     DeadLettered,
     Cancelled,
+    /// Never to be sent: the audience rules said no (see [`SuppressionReason`]).
+    Suppressed,
+    /// Not handed to the provider before its `expiresAt`.
+    Expired,
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
+    pub const ALL: [Status; 8] = [
         Status::Pending,
         Status::Processing,
         Status::Sent,
         Status::Failed,
         Status::DeadLettered,
         Status::Cancelled,
+        Status::Suppressed,
+        Status::Expired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -90,6 +96,8 @@ impl Status {
             Status::Failed => "FAILED",
             Status::DeadLettered => "DEAD_LETTERED",
             Status::Cancelled => "CANCELLED",
+            Status::Suppressed => "SUPPRESSED",
+            Status::Expired => "EXPIRED",
         }
     }
 
@@ -116,6 +124,38 @@ impl Class {
         match self {
             Class::Transactional => "TRANSACTIONAL",
             Class::Bulk => "BULK",
+        }
+    }
+}
+
+/// Why a notification is SUPPRESSED, in the order the rules are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SuppressionReason {
+    /// Its recipient profile has no address for the channel (or does not exist).
+    NoAddress,
+    /// The address is on the suppression list.
+    SuppressedAddress,
+    /// Bulk traffic to a person who unsubscribed from everything.
+    Unsubscribed,
+    /// The person opted out of the category on the channel.
+    CategoryOptOut,
+}
+
+impl SuppressionReason {
+    pub const ALL: [SuppressionReason; 4] = [
+        SuppressionReason::NoAddress,
+        SuppressionReason::SuppressedAddress,
+        SuppressionReason::Unsubscribed,
+        SuppressionReason::CategoryOptOut,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuppressionReason::NoAddress => "NO_ADDRESS",
+            SuppressionReason::SuppressedAddress => "SUPPRESSED_ADDRESS",
+            SuppressionReason::Unsubscribed => "UNSUBSCRIBED",
+            SuppressionReason::CategoryOptOut => "CATEGORY_OPT_OUT",
         }
     }
 }
@@ -169,6 +209,7 @@ macro_rules! text_enum {
 text_enum!(Channel, "channel");
 text_enum!(Status, "status");
 text_enum!(Class, "class");
+text_enum!(SuppressionReason, "suppression reason");
 
 impl Priority {
     pub fn parse(text: &str) -> Option<Self> {

@@ -4,6 +4,7 @@
 //! build a function's state once per container and call in. `docs/ARCHITECTURE.md` has the
 //! module map: what each module owns and what it may call.
 
+pub mod audience;
 pub mod auth;
 pub mod backoff;
 pub mod channel;

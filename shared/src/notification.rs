@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-pub use crate::domain::{Channel, Priority, Status};
+pub use crate::domain::{Channel, Class, Priority, Status, SuppressionReason};
 
 /// A notification as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,11 +41,30 @@ pub struct Notification {
     pub updated_at: DateTime<Utc>,
     /// The provider's id of the message that was delivered, when it gives one.
     pub provider_message_id: Option<String>,
+    pub class: Class,
+    pub category: String,
+    /// The recipient profile it was addressed through, if any.
+    pub recipient_id: Option<String>,
+    #[serde(serialize_with = "iso_opt")]
+    pub expires_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "iso_opt")]
+    pub suppressed_at: Option<DateTime<Utc>>,
+    pub suppressed_reason: Option<SuppressionReason>,
+    #[serde(serialize_with = "iso_opt")]
+    pub expired_at: Option<DateTime<Utc>>,
+    /// The due time quiet hours moved it from (`scheduledAt` shows the moved time).
+    #[serde(serialize_with = "iso_opt")]
+    pub quiet_hours_deferred_from: Option<DateTime<Utc>>,
 }
 
 /// `2026-09-24T12:01:00.000Z`: UTC with milliseconds, as the contract fixes.
 pub fn format_time(time: &DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Serializes a time as [`format_time`] writes it (for `#[serde(serialize_with)]`).
+pub fn serialize_time<S: serde::Serializer>(time: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    iso(time, s)
 }
 
 fn iso<S: serde::Serializer>(time: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {

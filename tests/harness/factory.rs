@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use notify_shared::domain::Class;
 use notify_shared::notification::{Channel, Notification, Priority, Status};
-use notify_shared::queue::{self, Due, InsertOutcome, NewNotification};
+use notify_shared::queue::{self, Due, Expiry, InsertOutcome, NewNotification};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -19,6 +19,10 @@ pub struct Spec {
     pub max_attempts: i32,
     pub payload: Value,
     pub class: Class,
+    pub category: String,
+    /// The profile the notification names (stored as given: no profile lookup here).
+    pub recipient_id: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl Default for Spec {
@@ -32,6 +36,9 @@ impl Default for Spec {
             max_attempts: 6,
             payload: json!({"subject": "hello", "text": "hello"}),
             class: Class::Transactional,
+            category: "general".to_string(),
+            recipient_id: None,
+            expires_at: None,
         }
     }
 }
@@ -67,9 +74,21 @@ impl Spec {
         self.payload = payload;
         self
     }
-    /// Bulk traffic (a campaign's), set on the row after the insert.
+    /// Bulk traffic (a campaign's).
     pub fn bulk(mut self) -> Self {
         self.class = Class::Bulk;
+        self
+    }
+    pub fn category(mut self, category: &str) -> Self {
+        self.category = category.to_string();
+        self
+    }
+    pub fn recipient_id(mut self, id: &str) -> Self {
+        self.recipient_id = Some(id.to_string());
+        self
+    }
+    pub fn expires_at(mut self, at: DateTime<Utc>) -> Self {
+        self.expires_at = Some(at);
         self
     }
 }
@@ -77,31 +96,25 @@ impl Spec {
 /// Inserts one notification through the real insert statement.
 pub async fn create(pool: &Pool, spec: Spec) -> Notification {
     let db = pool.get().await.expect("connection");
-    let id = Uuid::new_v4();
-    let new = NewNotification {
-        id,
-        idempotency_key: format!("key-{id}"),
-        fingerprint: "0".repeat(64),
-        recipient: spec.recipient,
-        channel: spec.channel,
-        priority: spec.priority,
-        payload: spec.payload.clone(),
-        due: spec.due,
-        max_attempts: spec.max_attempts,
-        owner_key_id: None,
-    };
+    let mut new = NewNotification::new(
+        format!("key-{}", Uuid::new_v4()),
+        "0".repeat(64),
+        spec.recipient,
+        spec.channel,
+        spec.payload.clone(),
+        spec.due,
+        spec.max_attempts,
+    );
+    new.priority = spec.priority;
+    new.class = spec.class;
+    new.category = spec.category;
+    new.recipient_id = spec.recipient_id;
+    new.expiry = spec.expires_at.map(Expiry::At);
+    let id = new.id;
     let created = match queue::insert(&db, &new).await.expect("insert") {
         InsertOutcome::Created(notification) => notification,
         other => panic!("expected a new notification, got {other:?}"),
     };
-    if spec.class != Class::Transactional {
-        db.execute(
-            "UPDATE notifications SET class = $2 WHERE id = $1",
-            &[&id, &spec.class],
-        )
-        .await
-        .expect("set the class");
-    }
     // Intake stores a past sendAt as "due now"; a test that needs one due for a while
     // (a backlog, an order by due time) sets its due time as the queue would have aged it.
     match spec.due {

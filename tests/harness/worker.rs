@@ -273,6 +273,7 @@ pub async fn record(
             claim,
             disposition: disposition.clone(),
             call,
+            suppress_hash: None,
         })
         .collect();
     queue::record(db, "test-worker", &settled).await

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Datelike, TimeDelta, Utc};
+use notify_shared::intake::request::RequestTarget;
 use notify_shared::intake::validation::{
     DELAY_SECONDS_MAX, IDEMPOTENCY_KEY_MAX, RECIPIENT_MAX, SEND_AT_HORIZON_DAYS, validate_create,
 };
@@ -169,12 +170,15 @@ fn check(body: &Value) -> Result<bool, TestCaseError> {
         Ok(request) => {
             let object = body.as_object().expect("only an object can be accepted");
             prop_assert!(object.keys().all(|k| FIELDS.contains(&k.as_str())));
-            prop_assert!(text_within(&request.recipient, RECIPIENT_MAX));
+            // The generator never sends recipientId: the target is the address given.
+            let RequestTarget::Address(recipient) = &request.target else {
+                return Err(TestCaseError::fail(
+                    "a profile target from a body without recipientId",
+                ));
+            };
+            prop_assert!(text_within(recipient, RECIPIENT_MAX));
             prop_assert!(text_within(&request.idempotency_key, IDEMPOTENCY_KEY_MAX));
-            prop_assert_eq!(
-                object["recipient"].as_str(),
-                Some(request.recipient.as_str())
-            );
+            prop_assert_eq!(object["recipient"].as_str(), Some(recipient.as_str()));
             prop_assert_eq!(
                 object["idempotencyKey"].as_str(),
                 Some(request.idempotency_key.as_str())

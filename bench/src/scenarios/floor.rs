@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, ensure};
 use notify_shared::backoff::ThreadRandom;
 use notify_shared::config::{MockProviderConfig, RateLimitConfig};
-use notify_shared::notification::{Channel, Priority};
+use notify_shared::notification::Channel;
 use notify_shared::provider::simulated::SimulatedProvider;
 use notify_shared::provider::{Attempt, Call, Delivery, Gate, Provider, ProviderOutcome};
 use notify_shared::queue::{self, ClaimMode, Claimed, Disposition, Due, NewNotification, Settled};
@@ -113,17 +113,16 @@ async fn load(db: &crate::server::FreshDb, n: u64, label: &str) -> anyhow::Resul
     while start < n {
         let end = (start + 5000).min(n);
         let items: Vec<NewNotification> = (start..end)
-            .map(|i| NewNotification {
-                id: uuid::Uuid::new_v4(),
-                idempotency_key: format!("b8-{prefix}-{i}"),
-                fingerprint: format!("{prefix}{prefix}"),
-                recipient: format!("b8-{prefix}-{i}@bench.example"),
-                channel: Channel::Email,
-                priority: Priority::Normal,
-                payload: crate::load::payload(i),
-                due: Due::AfterSeconds(86_400),
-                max_attempts: 6,
-                owner_key_id: None,
+            .map(|i| {
+                NewNotification::new(
+                    format!("b8-{prefix}-{i}"),
+                    format!("{prefix}{prefix}"),
+                    format!("b8-{prefix}-{i}@bench.example"),
+                    Channel::Email,
+                    crate::load::payload(i),
+                    Due::AfterSeconds(86_400),
+                    6,
+                )
             })
             .collect();
         queue::insert_batch(&client, &items).await?;
@@ -210,6 +209,7 @@ async fn lane(
                 class: c.class,
                 recipient: &c.recipient,
                 payload: &c.payload,
+                unsubscribe_url: None,
             })
             .collect();
         let outcomes = provider.send(&deliveries, &gate).await;
@@ -237,6 +237,7 @@ async fn lane(
                 claim,
                 disposition: Disposition::sent(),
                 call,
+                suppress_hash: None,
             })
             .collect();
         {

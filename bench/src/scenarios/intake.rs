@@ -186,22 +186,19 @@ pub async fn single_intake(ctx: &Ctx, run: u32) -> anyhow::Result<Single> {
             let key = format!("{prefix}-c{client}-{i}");
             async move {
                 let db = pool.get().await?;
-                let new = notify_shared::queue::NewNotification {
-                    id: uuid::Uuid::new_v4(),
-                    fingerprint: format!(
+                let new = notify_shared::queue::NewNotification::new(
+                    key.clone(),
+                    format!(
                         "{}{}",
                         uuid::Uuid::new_v4().simple(),
                         uuid::Uuid::new_v4().simple()
                     ),
-                    recipient: format!("{key}@bench.example"),
-                    idempotency_key: key,
-                    channel: notify_shared::notification::Channel::Email,
-                    priority: notify_shared::notification::Priority::Normal,
-                    payload: load::payload(i),
-                    due: notify_shared::queue::Due::AfterSeconds(86_400),
-                    max_attempts: 6,
-                    owner_key_id: None,
-                };
+                    format!("{key}@bench.example"),
+                    notify_shared::notification::Channel::Email,
+                    load::payload(i),
+                    notify_shared::queue::Due::AfterSeconds(86_400),
+                    6,
+                );
                 let outcome = notify_shared::queue::insert(&db, &new).await?;
                 Ok(matches!(
                     outcome,

@@ -2,49 +2,50 @@
 -- in claim order: HIGH, then NORMAL, then LOW (transactional before bulk within one
 -- priority); within those the longest-due first, then the oldest. Each (class, priority)
 -- is read from the top of the partial index notifications_claim_order, so future and
--- finished rows, and other channels' rows, are never scanned. The attempt is counted
+-- finished rows, and other channels' rows, are never scanned; an expired one is left to
+-- the expiry step. The attempt is counted
 -- here, so a notification that crashes every worker still runs out of attempts. Commits
 -- on its own: no lock outlives it. (Channels whose provider is paced are claimed with
 -- claim_paced instead.)
 WITH ht AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 FOR UPDATE SKIP LOCKED
 ),
 hb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 - (SELECT count(*) FROM ht) FOR UPDATE SKIP LOCKED
 ),
 nt AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) FOR UPDATE SKIP LOCKED
 ),
 nb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) FOR UPDATE SKIP LOCKED
 ),
 lt AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) FOR UPDATE SKIP LOCKED
 ),
 lb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) - (SELECT count(*) FROM lt) FOR UPDATE SKIP LOCKED
 ), picked AS (
@@ -57,4 +58,5 @@ SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
     attempt_count = n.attempt_count + 1, updated_at = now()
 FROM picked WHERE n.id = picked.id
 RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
-          n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at
+          n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
+          n.recipient_id, n.owner_key_id

@@ -40,21 +40,21 @@ WITH health AS (
 ), ht AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT transactional FROM budget), 0), 0) FOR UPDATE SKIP LOCKED
 ),
 nt AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht), 0) FOR UPDATE SKIP LOCKED
 ),
 lt AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht) - (SELECT count(*) FROM nt), 0) FOR UPDATE SKIP LOCKED
 ),
@@ -64,7 +64,7 @@ taken AS (
 hb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
@@ -73,7 +73,7 @@ hb AS (
 nb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
@@ -82,7 +82,7 @@ nb AS (
 lb AS (
     SELECT id FROM notifications
     WHERE channel = $1 AND class = 'BULK' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts
+      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
     ORDER BY next_attempt_at, created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
@@ -97,7 +97,8 @@ lb AS (
         attempt_count = n.attempt_count + 1, updated_at = now()
     FROM picked WHERE n.id = picked.id
     RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
-              n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at
+              n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
+              n.recipient_id, n.owner_key_id
 ), spent AS (
     -- Transactional work spends its own tokens first, then borrows bulk tokens.
     SELECT least(taken.transactional, budget.own) AS own,

@@ -4,14 +4,14 @@
 -- neither exists without the other. Parallel arrays: $1 ids, $2 tokens, $3 new statuses,
 -- $4 errors, $5 delays before the next attempt (ms, for PENDING), $6 whether the attempt
 -- is refunded (throttled, misconfigured), $7 attempt outcomes, $8 provider message ids,
--- $9 when each call started, $10 when it finished, $11 whether the address is suppressed;
--- $12 the worker.
+-- $9 when each call started, $10 when it finished, $11 the keyed hash of the address to
+-- suppress (NULL: none); $12 the worker.
 WITH results AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[],
                          $6::bool[], $7::text[], $8::text[], $9::timestamptz[],
-                         $10::timestamptz[], $11::bool[])
+                         $10::timestamptz[], $11::text[])
         AS r(id, token, status, error, delay_ms, refund, outcome, message_id, started_at,
-             finished_at, suppress)
+             finished_at, suppress_hash)
 ), recorded AS (
     UPDATE notifications n
     SET status = r.status,
@@ -44,12 +44,12 @@ WITH results AS (
     ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
     RETURNING 1
 ), suppressed AS (
-    INSERT INTO suppressions (channel, address, reason)
-    SELECT rec.channel,
-           CASE WHEN rec.channel = 'EMAIL' THEN lower(rec.recipient) ELSE rec.recipient END,
+    INSERT INTO suppressions (channel, address_hash, address, reason)
+    SELECT rec.channel, r.suppress_hash,
+           CASE WHEN rec.channel = 'EMAIL' THEN lower(trim(rec.recipient)) ELSE rec.recipient END,
            'INVALID_RECIPIENT'
     FROM results r JOIN recorded rec ON rec.id = r.id
-    WHERE r.suppress
-    ON CONFLICT (channel, address) DO NOTHING
+    WHERE r.suppress_hash IS NOT NULL
+    ON CONFLICT (channel, address_hash) DO NOTHING
 )
 SELECT (SELECT count(*) FROM recorded) AS recorded, (SELECT count(*) FROM events) AS events

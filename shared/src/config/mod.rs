@@ -1,8 +1,11 @@
 //! Configuration from the environment: every variable is parsed and checked at start-up,
 //! and every problem is reported at once so an operator fixes them in one pass.
 
+mod audience;
 mod env;
 mod providers;
+
+pub use audience::{AudienceConfig, DEVELOPMENT_SECRET};
 mod sections;
 
 pub use providers::{ChannelRate, CircuitConfig, ProviderChoice, ProvidersConfig};
@@ -38,6 +41,7 @@ pub struct Config {
     pub webhook: WebhookConfig,
     pub scheduler: SchedulerConfig,
     pub providers: ProvidersConfig,
+    pub audience: AudienceConfig,
 }
 
 /// Neither the database URL (it may carry a password) nor the webhook secret is shown.
@@ -57,6 +61,7 @@ impl fmt::Debug for Config {
             .field("webhook", &self.webhook)
             .field("scheduler", &self.scheduler)
             .field("providers", &self.providers)
+            .field("audience", &self.audience)
             .finish()
     }
 }
@@ -170,6 +175,7 @@ impl Config {
         let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
 
         let providers = providers::read(&mut env);
+        let audience = audience::read(&mut env, port);
 
         if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
             env.problems.push(format!(
@@ -247,6 +253,7 @@ impl Config {
                 role_arn: scheduler_role_arn,
             },
             providers,
+            audience,
         })
     }
 }

@@ -6,7 +6,8 @@ use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Feedback, parse, suppressions};
+use super::{Feedback, parse};
+use crate::audience::suppressions;
 use crate::config::Config;
 use crate::{db, queue};
 
@@ -34,6 +35,8 @@ impl FeedbackOutcome {
 /// What `provider-events` needs, built once per container.
 pub struct ProviderEventsFunction {
     pool: Pool,
+    /// Keys the suppression list's address hashes.
+    secret: Vec<u8>,
 }
 
 impl ProviderEventsFunction {
@@ -41,6 +44,7 @@ impl ProviderEventsFunction {
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
         Ok(ProviderEventsFunction {
             pool: db::pool_from_config(config)?,
+            secret: config.audience.secret.clone(),
         })
     }
 
@@ -67,7 +71,7 @@ impl ProviderEventsFunction {
             .get()
             .await
             .context("no database connection for the provider event")?;
-        apply(&db, &feedback).await
+        apply(&db, &self.secret, &feedback).await
     }
 }
 
@@ -75,6 +79,7 @@ impl ProviderEventsFunction {
 /// number of addresses, never an address.
 pub async fn apply(
     db: &impl GenericClient,
+    secret: &[u8],
     feedback: &Feedback,
 ) -> anyhow::Result<FeedbackOutcome> {
     match feedback {
@@ -83,7 +88,7 @@ pub async fn apply(
             addresses,
             reason,
         } => {
-            let added = suppressions::add_reported(db, addresses, *reason, message_id)
+            let added = suppressions::add_reported(db, secret, addresses, *reason, message_id)
                 .await
                 .context("cannot add to the suppression list")?;
             tracing::info!(

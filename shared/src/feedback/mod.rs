@@ -11,30 +11,14 @@
 //! changes nothing the second time.
 
 pub mod function;
-mod suppressions;
 
 pub use function::{FeedbackOutcome, ProviderEventsFunction};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::audience::suppressions::ListReason;
 use crate::domain::RECIPIENT_MAX;
-
-/// Why feedback puts an address on the suppression list (the `reason` column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SuppressionReason {
-    Bounced,
-    Complained,
-}
-
-impl SuppressionReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SuppressionReason::Bounced => "BOUNCED",
-            SuppressionReason::Complained => "COMPLAINED",
-        }
-    }
-}
 
 /// What one SES event means for the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +27,7 @@ pub enum Feedback {
     Suppress {
         message_id: String,
         addresses: Vec<String>,
-        reason: SuppressionReason,
+        reason: ListReason,
     },
     /// The message reached the recipient's mail server at `at`.
     Delivered {
@@ -101,7 +85,7 @@ pub fn parse(event: &Value) -> Result<Feedback, Malformed> {
                         "bouncedRecipients",
                         "detail.bounce.bouncedRecipients",
                     )?,
-                    reason: SuppressionReason::Bounced,
+                    reason: ListReason::Bounced,
                 }),
                 "Transient" => Ok(ignored("transient bounce: the address may receive later")),
                 _ => Ok(ignored("bounce of undetermined type")),
@@ -124,7 +108,7 @@ pub fn parse(event: &Value) -> Result<Feedback, Malformed> {
                     "complainedRecipients",
                     "detail.complaint.complainedRecipients",
                 )?,
-                reason: SuppressionReason::Complained,
+                reason: ListReason::Complained,
             })
         }
         "Delivery" => {
@@ -235,7 +219,7 @@ mod tests {
             Ok(Feedback::Suppress {
                 message_id: "0100019ad4f1b8a1-2f6c9e3d-8b7a-4c5d-a1e2-f3b4c5d6e7f8-000000".into(),
                 addresses: vec!["ada.lovelace@example.com".into()],
-                reason: SuppressionReason::Bounced,
+                reason: ListReason::Bounced,
             })
         );
     }
@@ -247,7 +231,7 @@ mod tests {
             Ok(Feedback::Suppress {
                 message_id: "0100019ad5a2c3d4-9e8f7a6b-5c4d-4e3f-8a2b-1c0d9e8f7a6b-000000".into(),
                 addresses: vec!["grace.hopper@example.net".into()],
-                reason: SuppressionReason::Complained,
+                reason: ListReason::Complained,
             })
         );
     }

@@ -11,8 +11,10 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::AppState;
+use super::admit::admit;
 use super::body::read_json;
 use super::error::{ApiError, FieldError};
+use super::request::CreateRequest;
 use super::validation::validate_create_for;
 use crate::auth::Caller;
 use crate::problems::Problems;
@@ -42,13 +44,13 @@ pub async fn create_batch(
     let now = chrono::Utc::now();
 
     let mut results: Vec<ItemResult> = Vec::with_capacity(items.len());
-    let mut valid: Vec<NewNotification> = Vec::with_capacity(items.len());
+    let mut valid: Vec<CreateRequest> = Vec::with_capacity(items.len());
     let mut valid_index: Vec<usize> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         match validate_create_for(item, now, |c| state.providers.is_real(c)) {
             Ok(request) => {
                 valid_index.push(index);
-                valid.push(request.into_new(state.max_attempts, caller.key_id));
+                valid.push(request);
                 results.push(ItemResult {
                     index,
                     status: 0,
@@ -66,6 +68,16 @@ pub async fn create_batch(
     }
 
     let db = state.pool.get().await?;
+    // One read of profiles and one of the suppression list for the whole batch.
+    let valid: Vec<NewNotification> = admit(
+        &db,
+        &state.audience.secret,
+        caller.key_id,
+        valid,
+        state.max_attempts,
+        now,
+    )
+    .await?;
     let outcomes = queue::insert_batch(&db, &valid).await?;
     for ((index, item), outcome) in valid_index.into_iter().zip(&valid).zip(outcomes) {
         let result = &mut results[index];

@@ -35,8 +35,19 @@ pub async fn create(
         .unwrap_or(Value::Null);
     let request = validate_create_for(&body, chrono::Utc::now(), |c| state.providers.is_real(c))
         .map_err(ApiError::validation)?;
-    let new = request.into_new(state.max_attempts, caller.key_id);
     let db = state.pool.get().await?;
+    let admitted = super::admit::admit(
+        &db,
+        &state.audience.secret,
+        caller.key_id,
+        vec![request],
+        state.max_attempts,
+        chrono::Utc::now(),
+    )
+    .await?;
+    let Some(new) = admitted.into_iter().next() else {
+        return Err(ApiError::internal());
+    };
     match queue::insert(&db, &new).await? {
         InsertOutcome::Created(notification) => Ok(with_replayed(
             (StatusCode::CREATED, Json(notification)).into_response(),

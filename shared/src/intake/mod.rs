@@ -1,6 +1,7 @@
 //! The HTTP API: one axum [`Router`] served by `intake-api` on Lambda and by
 //! `notify-local` on a socket.
 
+mod admit;
 mod batch;
 mod body;
 mod delivery;
@@ -11,7 +12,11 @@ pub mod handlers;
 mod middleware;
 mod operations;
 pub mod payload;
+pub mod recipients;
 pub mod request;
+mod suppressions;
+pub mod times;
+mod unsubscribe;
 pub mod validation;
 
 use axum::Router;
@@ -19,11 +24,11 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put};
 use deadpool_postgres::Pool;
 
 use crate::auth::{Authenticator, Refusal, Scope};
-use crate::config::{Config, ProvidersConfig};
+use crate::config::{AudienceConfig, Config, ProvidersConfig};
 use error::ApiError;
 
 pub use middleware::request_id_for;
@@ -39,6 +44,8 @@ pub struct AppState {
     /// Which provider sends each channel, and the circuit breaker's window, for
     /// `GET /providers`.
     pub providers: ProvidersConfig,
+    /// The key of unsubscribe links and suppression hashes, and where links point.
+    pub audience: AudienceConfig,
 }
 
 impl AppState {
@@ -49,6 +56,7 @@ impl AppState {
             max_attempts: config.retry.max_attempts(),
             auth,
             providers: config.providers.clone(),
+            audience: config.audience.clone(),
         }
     }
 }
@@ -62,8 +70,9 @@ pub enum Routes {
     HealthOnly,
 }
 
-/// Routes by the scope they need: `/health` and the API documents are open; a client key
-/// may create, read, list and cancel; redrive and metrics need an operator key.
+/// Routes by the scope they need: `/health`, the API documents and one-click unsubscribe
+/// are open; a client key may create, read, list and cancel notifications and manage its
+/// recipients; redrive, metrics, providers and the suppression list need an operator key.
 pub fn router(state: AppState, routes: Routes) -> Router {
     let operator = from_fn_with_state(state.clone(), require_operator);
     let client = from_fn_with_state(state.clone(), require_client);
@@ -80,15 +89,39 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(handlers::get_one).delete(handlers::cancel),
             )
             .route("/notifications/{id}/attempts", get(delivery::attempts))
+            .route(
+                "/recipients/{id}",
+                put(recipients::put)
+                    .get(recipients::get_one)
+                    .delete(recipients::erase),
+            )
+            .route(
+                "/recipients/{id}/preferences",
+                get(recipients::get_preferences).patch(recipients::patch_preferences),
+            )
             .route_layer(client);
         let operator_routes = Router::new()
             .route("/notifications/retry", post(operations::retry_bulk))
             .route("/notifications/{id}/retry", post(operations::retry_one))
             .route("/providers", get(delivery::providers))
+            .route(
+                "/suppressions",
+                get(suppressions::list).post(suppressions::add),
+            )
+            .route(
+                "/suppressions/{channel}/{address}",
+                delete(suppressions::remove),
+            )
+            .route("/unsubscribe-links", post(unsubscribe::link))
             .route_layer(operator);
         router = router
             .merge(client_routes)
             .merge(operator_routes)
+            // No key: the signed token is the authority.
+            .route(
+                "/unsubscribe/{token}",
+                get(unsubscribe::confirm_page).post(unsubscribe::one_click),
+            )
             .route("/api/docs-json", get(handlers::openapi))
             .route("/api/docs", get(handlers::docs_page));
     }

@@ -2,15 +2,23 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use uuid::Uuid;
 
 use super::fingerprint;
-use crate::notification::{Channel, Priority};
-use crate::queue::{Due, NewNotification};
+use crate::notification::{Channel, Class, Priority};
+use crate::queue::{Due, Expiry};
+
+/// Who a request is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestTarget {
+    /// `recipient`: an address.
+    Address(String),
+    /// `recipientId`: a recipient profile of the caller.
+    Profile(String),
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateRequest {
-    pub recipient: String,
+    pub target: RequestTarget,
     pub channel: Channel,
     pub payload: Value,
     pub priority: Priority,
@@ -19,18 +27,47 @@ pub struct CreateRequest {
     /// `sendAt` as given, normalised to UTC (part of the fingerprint).
     pub send_at: Option<DateTime<Utc>>,
     pub delay_seconds: Option<i32>,
+    pub class: Class,
+    pub category: String,
+    pub expiry: Option<Expiry>,
 }
 
 impl CreateRequest {
     /// What tells a replay from a conflicting reuse of the key: the digest of
-    /// `{recipient, channel, payload, priority, sendAt, delaySeconds}`, absent members
-    /// omitted and `sendAt` in UTC (so `09:30+01:00` ≡ `08:30Z`). The key is not part of it.
+    /// `{recipient | recipientId, channel, payload, priority, sendAt, delaySeconds, class,
+    /// category, expiresAt, ttlSeconds}`, absent members and defaults (`TRANSACTIONAL`,
+    /// `general`) omitted and times in UTC (so `09:30+01:00` ≡ `08:30Z`, and a request
+    /// written before these members existed keeps its fingerprint). The key is not part
+    /// of it.
     pub fn fingerprint(&self) -> String {
         let mut members = serde_json::Map::new();
         members.insert("channel".into(), Value::from(self.channel.as_str()));
         members.insert("payload".into(), self.payload.clone());
         members.insert("priority".into(), Value::from(self.priority.as_str()));
-        members.insert("recipient".into(), Value::from(self.recipient.as_str()));
+        match &self.target {
+            RequestTarget::Address(address) => {
+                members.insert("recipient".into(), Value::from(address.as_str()));
+            }
+            RequestTarget::Profile(id) => {
+                members.insert("recipientId".into(), Value::from(id.as_str()));
+            }
+        }
+        if self.class != Class::Transactional {
+            members.insert("class".into(), Value::from(self.class.as_str()));
+        }
+        if self.category != "general" {
+            members.insert("category".into(), Value::from(self.category.as_str()));
+        }
+        match self.expiry {
+            Some(Expiry::At(at)) => {
+                let at = at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+                members.insert("expiresAt".into(), Value::from(at));
+            }
+            Some(Expiry::AfterSeconds(seconds)) => {
+                members.insert("ttlSeconds".into(), Value::from(seconds));
+            }
+            None => {}
+        }
         if let Some(at) = self.send_at {
             let at = at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
             members.insert("sendAt".into(), Value::from(at));
@@ -39,22 +76,6 @@ impl CreateRequest {
             members.insert("delaySeconds".into(), Value::from(seconds));
         }
         fingerprint::digest(&Value::Object(members))
-    }
-
-    /// The row to insert: a fresh id, the request's fingerprint, and who created it.
-    pub fn into_new(self, max_attempts: i32, owner_key_id: Option<Uuid>) -> NewNotification {
-        NewNotification {
-            id: Uuid::new_v4(),
-            fingerprint: self.fingerprint(),
-            idempotency_key: self.idempotency_key,
-            recipient: self.recipient,
-            channel: self.channel,
-            priority: self.priority,
-            payload: self.payload,
-            due: self.due,
-            max_attempts,
-            owner_key_id,
-        }
     }
 }
 
@@ -82,6 +103,23 @@ mod tests {
         );
         assert_eq!(a, b);
         assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn defaults_given_explicitly_are_the_same_request_as_left_out() {
+        let base = json!({"recipient":"r","channel":"SMS","priority":"LOW","idempotencyKey":"k","payload":{},"delaySeconds":5});
+        let mut explicit = base.clone();
+        explicit["class"] = json!("TRANSACTIONAL");
+        explicit["category"] = json!("general");
+        let fp = |v: &Value| {
+            validate_create(v, chrono::Utc::now())
+                .expect("valid")
+                .fingerprint()
+        };
+        assert_eq!(fp(&base), fp(&explicit));
+        let mut bulk = base.clone();
+        bulk["class"] = json!("BULK");
+        assert_ne!(fp(&base), fp(&bulk));
     }
 
     #[test]

@@ -1,28 +1,54 @@
 //! Validation of the create request: every failing field is reported at once, with no
 //! type coercion, and unknown properties rejected by name.
 
-use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::request::CreateRequest;
-use crate::notification::{Channel, Priority};
+use super::request::{CreateRequest, RequestTarget};
+use super::times::parse_iso;
+use crate::notification::{Channel, Class, Priority};
 use crate::problems::{FieldError, Problems, contains_nul};
-use crate::queue::Due;
+use crate::queue::{Due, Expiry};
 
 pub use crate::domain::RECIPIENT_MAX;
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 pub const DELAY_SECONDS_MAX: i64 = 31_536_000;
 pub const SEND_AT_HORIZON_DAYS: i64 = 365;
 
-const FIELDS: [&str; 7] = [
+pub const TTL_SECONDS_MAX: i64 = 2_592_000;
+
+const FIELDS: [&str; 12] = [
     "recipient",
+    "recipientId",
     "channel",
     "payload",
     "priority",
     "idempotencyKey",
     "sendAt",
     "delaySeconds",
+    "class",
+    "category",
+    "expiresAt",
+    "ttlSeconds",
 ];
+
+/// `^[a-z0-9][a-z0-9_.-]{0,63}$`: a category (and a template id).
+pub fn is_category(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    (1..=64).contains(&bytes.len())
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(b))
+}
+
+/// `^[A-Za-z0-9._:@-]{1,128}$`: a recipient id, chosen by the client.
+pub fn is_recipient_id(text: &str) -> bool {
+    (1..=128).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b))
+}
 
 /// Validates one create body for channels that all go to the simulated provider. `now`
 /// bounds `sendAt` (at most 365 days ahead).
@@ -44,7 +70,28 @@ pub fn validate_create_for(
     };
     problems.only(object, &FIELDS);
 
-    let recipient = problems.required_text(object, "recipient", RECIPIENT_MAX);
+    let target = match (object.get("recipient"), object.get("recipientId")) {
+        (Some(_), None) => problems
+            .required_text(object, "recipient", RECIPIENT_MAX)
+            .map(RequestTarget::Address),
+        (None, Some(Value::String(id))) if is_recipient_id(id) => {
+            Some(RequestTarget::Profile(id.clone()))
+        }
+        (None, Some(_)) => {
+            problems.add(
+                "recipientId",
+                "recipientId must be 1 to 128 letters, digits or ._:@-",
+            );
+            None
+        }
+        _ => {
+            problems.add(
+                "recipient",
+                "Provide exactly one of recipient or recipientId",
+            );
+            None
+        }
+    };
     let channel = required_one_of(
         &mut problems,
         object,
@@ -110,23 +157,53 @@ pub fn validate_create_for(
         }
     };
 
-    if let (Some(recipient), Some(channel), Some(Value::Object(fields))) =
-        (&recipient, channel, &payload)
+    let class = match object.get("class") {
+        None => Some(Class::Transactional),
+        Some(value) => {
+            problems.one_of("class", value.as_str(), Class::parse, "TRANSACTIONAL, BULK")
+        }
+    };
+    let category = match object.get("category") {
+        None => Some("general".to_string()),
+        Some(Value::String(category)) if is_category(category) => Some(category.clone()),
+        Some(_) => {
+            problems.add(
+                "category",
+                "category must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
+            );
+            None
+        }
+    };
+    let expiry = expiry(object, now, due, &mut problems);
+
+    if let (Some(RequestTarget::Address(recipient)), Some(channel), Some(Value::Object(fields))) =
+        (&target, channel, &payload)
         && real(channel)
     {
         super::payload::check(channel, recipient, fields, &mut problems);
     }
 
-    match (recipient, channel, payload, priority, idempotency_key, due) {
+    match (
+        target,
+        channel,
+        payload,
+        priority,
+        idempotency_key,
+        due,
+        class,
+        category,
+    ) {
         (
-            Some(recipient),
+            Some(target),
             Some(channel),
             Some(payload),
             Some(priority),
             Some(idempotency_key),
             Some(due),
+            Some(class),
+            Some(category),
         ) if problems.is_empty() => Ok(CreateRequest {
-            recipient,
+            target,
             channel,
             payload,
             priority,
@@ -134,8 +211,65 @@ pub fn validate_create_for(
             due,
             send_at,
             delay_seconds,
+            class,
+            category,
+            expiry: expiry.flatten(),
         }),
         _ => Err(problems.into_errors()),
+    }
+}
+
+/// `expiresAt` (absolute, after the due time) or `ttlSeconds` (from the due time), not
+/// both: `Some(None)` when neither is given, `None` after a problem.
+fn expiry(
+    object: &serde_json::Map<String, Value>,
+    now: DateTime<Utc>,
+    due: Option<Due>,
+    problems: &mut Problems,
+) -> Option<Option<Expiry>> {
+    match (object.get("expiresAt"), object.get("ttlSeconds")) {
+        (None, None) => Some(None),
+        (Some(at), None) => {
+            let parsed = at
+                .as_str()
+                .ok_or_else(|| "expiresAt must be a valid ISO 8601 date-time".to_string())
+                .and_then(|text| parse_iso("expiresAt", text));
+            let earliest = match due {
+                Some(Due::At(at)) => at.max(now),
+                Some(Due::AfterSeconds(seconds)) => now + TimeDelta::seconds(i64::from(seconds)),
+                None => now,
+            };
+            match parsed {
+                Ok(at) if at <= earliest => {
+                    problems.add("expiresAt", "expiresAt must be after the time it is due");
+                    None
+                }
+                Ok(at) => Some(Some(Expiry::At(at))),
+                Err(message) => {
+                    problems.add("expiresAt", message);
+                    None
+                }
+            }
+        }
+        (None, Some(ttl)) => match ttl.as_i64() {
+            Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => {
+                Some(Some(Expiry::AfterSeconds(seconds as i32)))
+            }
+            _ => {
+                problems.add(
+                    "ttlSeconds",
+                    format!("ttlSeconds must be an integer between 1 and {TTL_SECONDS_MAX}"),
+                );
+                None
+            }
+        },
+        (Some(_), Some(_)) => {
+            problems.add(
+                "expiresAt",
+                "Provide at most one of expiresAt or ttlSeconds",
+            );
+            None
+        }
     }
 }
 
@@ -157,66 +291,15 @@ fn required_one_of<T>(
 }
 
 /// Strict ISO-8601 date-time: `YYYY-MM-DDTHH:MM[:SS[.fraction]]` and an explicit offset.
-fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTime<Utc>, &'static str> {
-    const INVALID: &str = "sendAt must be a valid ISO 8601 date-time";
+fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
     let Some(text) = value.as_str() else {
-        return Err(INVALID);
+        return Err("sendAt must be a valid ISO 8601 date-time".into());
     };
-    let at = parse_iso_date_time(text)?;
+    let at = parse_iso("sendAt", text)?;
     if at - now > TimeDelta::days(SEND_AT_HORIZON_DAYS) {
-        return Err("sendAt must be within 365 days from now");
+        return Err("sendAt must be within 365 days from now".into());
     }
     Ok(at)
-}
-
-pub(crate) fn parse_iso_date_time(text: &str) -> Result<DateTime<Utc>, &'static str> {
-    const INVALID: &str = "sendAt must be a valid ISO 8601 date-time";
-    const NO_OFFSET: &str = "sendAt must include a timezone offset (Z or ±HH:MM)";
-    // The date part must be exactly YYYY-MM-DD followed by 'T'.
-    let bytes = text.as_bytes();
-    let shaped = bytes.len() >= 16
-        && bytes[..4].iter().all(u8::is_ascii_digit)
-        && bytes[4] == b'-'
-        && bytes[7] == b'-'
-        && bytes[10] == b'T';
-    if !shaped || !text.is_ascii() {
-        return Err(INVALID);
-    }
-    if !has_offset(bytes) {
-        // No offset, or one in another spelling (+0100, +01): the message says which.
-        let time = &text[11..];
-        let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
-            .iter()
-            .any(|format| NaiveDateTime::parse_from_str(text, format).is_ok());
-        return Err(if naive || time.contains(['+', '-']) {
-            NO_OFFSET
-        } else {
-            INVALID
-        });
-    }
-    let with_offset = text
-        .strip_suffix('Z')
-        .map(|s| format!("{s}+00:00"))
-        .unwrap_or_else(|| text.to_string());
-    ["%Y-%m-%dT%H:%M:%S%.f%:z", "%Y-%m-%dT%H:%M%:z"]
-        .iter()
-        .find_map(|format| DateTime::<FixedOffset>::parse_from_str(&with_offset, format).ok())
-        .map(|at| at.with_timezone(&Utc))
-        .ok_or(INVALID)
-}
-
-/// Ends in `Z` or `±HH:MM`, the only offsets the contract allows.
-fn has_offset(bytes: &[u8]) -> bool {
-    if bytes.ends_with(b"Z") {
-        return true;
-    }
-    let Some(offset) = bytes.len().checked_sub(6).map(|start| &bytes[start..]) else {
-        return false;
-    };
-    matches!(offset[0], b'+' | b'-')
-        && offset[1..3].iter().all(u8::is_ascii_digit)
-        && offset[3] == b':'
-        && offset[4..6].iter().all(u8::is_ascii_digit)
 }
 
 #[cfg(test)]
@@ -293,37 +376,6 @@ mod tests {
         body["recipient"] = json!("x\u{0}y");
         let errors = validate_create(&body, now()).expect_err("nul");
         assert_eq!(fields(&errors), ["recipient", "payload"]);
-    }
-
-    #[test]
-    fn send_at_must_be_strict_iso_with_an_offset() {
-        assert_eq!(
-            parse_iso_date_time("2026-09-24T12:00:00"),
-            Err("sendAt must include a timezone offset (Z or ±HH:MM)")
-        );
-        for bad in [
-            "2026-09-24",
-            "24/09/2026 12:00",
-            "2026-09-24 12:00:00Z",
-            "2026-13-01T00:00:00Z",
-            "tomorrow",
-        ] {
-            assert_eq!(
-                parse_iso_date_time(bad),
-                Err("sendAt must be a valid ISO 8601 date-time"),
-                "{bad}"
-            );
-        }
-        for other_spelling in ["2026-09-24T09:30:00+0100", "2026-09-24T09:30:00+01"] {
-            assert_eq!(
-                parse_iso_date_time(other_spelling),
-                Err("sendAt must include a timezone offset (Z or ±HH:MM)"),
-                "{other_spelling}"
-            );
-        }
-        let a = parse_iso_date_time("2026-09-24T09:30:00+01:00").expect("offset");
-        let b = parse_iso_date_time("2026-09-24T08:30:00.000Z").expect("zulu");
-        assert_eq!(a, b);
     }
 
     #[test]

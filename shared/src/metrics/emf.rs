@@ -51,7 +51,7 @@ fn now_ms() -> i64 {
 }
 
 /// The counts a sweeper invocation reports.
-pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 7] {
+pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 9] {
     [
         ("Claimed", outcome.claimed),
         ("Sent", outcome.sent),
@@ -60,6 +60,8 @@ pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 7] {
         ("DeadLettered", outcome.dead_lettered),
         ("Deferred", outcome.deferred),
         ("Recovered", outcome.recovered),
+        ("Suppressed", outcome.suppressed),
+        ("Expired", outcome.expired),
     ]
 }
 
@@ -141,7 +143,7 @@ mod tests {
         let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics");
-        assert_eq!(declared.len(), 8);
+        assert_eq!(declared.len(), 10);
         for metric in declared {
             let name = metric["Name"].as_str().expect("name");
             assert!(

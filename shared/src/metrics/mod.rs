@@ -26,6 +26,8 @@ pub struct Summary {
     pub failed: i64,
     pub dead_lettered: i64,
     pub cancelled: i64,
+    pub suppressed: i64,
+    pub expired: i64,
     pub queue_lag_seconds: f64,
     pub webhooks: OutboxCounts,
 }
@@ -78,6 +80,8 @@ impl Snapshot {
             failed: count(Status::Failed),
             dead_lettered: count(Status::DeadLettered),
             cancelled: count(Status::Cancelled),
+            suppressed: count(Status::Suppressed),
+            expired: count(Status::Expired),
             queue_lag_seconds: self.queue_lag_seconds,
             webhooks: self.webhooks,
         }

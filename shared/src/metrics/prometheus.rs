@@ -32,6 +32,8 @@ impl Snapshot {
             (Status::Failed, summary.failed),
             (Status::DeadLettered, summary.dead_lettered),
             (Status::Cancelled, summary.cancelled),
+            (Status::Suppressed, summary.suppressed),
+            (Status::Expired, summary.expired),
         ] {
             by_status
                 .get_or_create(&vec![("status".into(), status.as_str().into())])

@@ -111,6 +111,7 @@ mod tests {
                 class: crate::domain::Class::Transactional,
                 recipient: "r",
                 payload,
+                unsubscribe_url: None,
             })
             .collect()
     }

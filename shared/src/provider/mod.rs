@@ -37,6 +37,9 @@ pub struct Delivery<'a> {
     pub class: Class,
     pub recipient: &'a str,
     pub payload: &'a Value,
+    /// The one-click unsubscribe link of a bulk email: sent as `List-Unsubscribe` with
+    /// `List-Unsubscribe-Post: List-Unsubscribe=One-Click` (RFC 8058).
+    pub unsubscribe_url: Option<&'a str>,
 }
 
 /// What a provider's answer means for the worker. Every provider error is classified

@@ -31,7 +31,7 @@ impl SesProvider {
     }
 
     async fn send_one(&self, delivery: &Delivery<'_>) -> ProviderOutcome {
-        let message = match message(delivery.payload) {
+        let message = match message(delivery.payload, delivery.unsubscribe_url) {
             Ok(message) => message,
             Err(problem) => return ProviderOutcome::Permanent(problem),
         };
@@ -61,9 +61,10 @@ impl SesProvider {
     }
 }
 
-/// The message of a payload: `subject`, `text` and/or `html`, and the headers given as
-/// `headers` (the `List-Unsubscribe` pair of bulk email).
-fn message(payload: &Value) -> Result<Message, String> {
+/// The message of a payload: `subject`, `text` and/or `html`, the headers given as
+/// `headers`, and for bulk email the RFC 8058 pair pointing at `unsubscribe_url` (which
+/// replaces any the client gave).
+fn message(payload: &Value, unsubscribe_url: Option<&str>) -> Result<Message, String> {
     let text = |field: &str| payload.get(field).and_then(Value::as_str);
     let content = |data: &str| {
         Content::builder()
@@ -83,17 +84,34 @@ fn message(payload: &Value) -> Result<Message, String> {
     let mut message = Message::builder()
         .subject(content(subject)?)
         .body(body.build());
+    let header = |name: &str, value: &str| {
+        MessageHeader::builder()
+            .name(name)
+            .value(value)
+            .build()
+            .map_err(|error| format!("Cannot build the message: {error}"))
+    };
+    let ours = |name: &str| {
+        unsubscribe_url.is_some()
+            && (name.eq_ignore_ascii_case("List-Unsubscribe")
+                || name.eq_ignore_ascii_case("List-Unsubscribe-Post"))
+    };
     if let Some(headers) = payload.get("headers").and_then(Value::as_object) {
         for (name, value) in headers {
-            if let Some(value) = value.as_str() {
-                let header = MessageHeader::builder()
-                    .name(name)
-                    .value(value)
-                    .build()
-                    .map_err(|error| format!("Cannot build the message: {error}"))?;
-                message = message.headers(header);
+            if let Some(value) = value.as_str()
+                && !ours(name)
+            {
+                message = message.headers(header(name, value)?);
             }
         }
+    }
+    if let Some(url) = unsubscribe_url {
+        message = message
+            .headers(header("List-Unsubscribe", &format!("<{url}>"))?)
+            .headers(header(
+                "List-Unsubscribe-Post",
+                "List-Unsubscribe=One-Click",
+            )?);
     }
     Ok(message.build())
 }
@@ -185,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_payload_without_a_subject_is_not_a_message() {
-        assert!(message(&serde_json::json!({"text": "hi"})).is_err());
-        assert!(message(&serde_json::json!({"subject": "s", "text": "hi"})).is_ok());
+        assert!(message(&serde_json::json!({"text": "hi"}), None).is_err());
+        assert!(message(&serde_json::json!({"subject": "s", "text": "hi"}), None).is_ok());
     }
 }

@@ -33,6 +33,11 @@ pub struct Claimed {
     pub max_attempts: i32,
     pub next_attempt_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
+    pub category: String,
+    /// The profile the address was resolved from, if any.
+    pub recipient_id: Option<String>,
+    /// The client key that created it (`None`: an operator).
+    pub owner_key_id: Option<Uuid>,
 }
 
 impl Claimed {
@@ -84,6 +89,9 @@ pub async fn claim(
                 max_attempts: row.try_get("max_attempts")?,
                 next_attempt_at: row.try_get("next_attempt_at")?,
                 created_at: row.try_get("created_at")?,
+                category: row.try_get("category")?,
+                recipient_id: row.try_get("recipient_id")?,
+                owner_key_id: row.try_get("owner_key_id")?,
             })
         })
         .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;

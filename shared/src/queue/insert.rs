@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::from_row;
-use crate::notification::{Channel, Notification, Priority};
+use crate::notification::{Channel, Class, Notification, Priority, SuppressionReason};
 use crate::sql::{Statement, statement};
 
 const INSERT: Statement = statement!("notifications/insert");
@@ -37,6 +37,26 @@ impl Due {
     }
 }
 
+/// When a notification stops being worth sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// `expiresAt`.
+    At(DateTime<Utc>),
+    /// `ttlSeconds`, counted from the due time.
+    AfterSeconds(i32),
+}
+
+impl Expiry {
+    /// The two nullable parameters the insert statements take: `expiresAt`, `ttlSeconds`.
+    fn parameters(expiry: Option<Expiry>) -> (Option<DateTime<Utc>>, Option<i32>) {
+        match expiry {
+            Some(Expiry::At(at)) => (Some(at), None),
+            Some(Expiry::AfterSeconds(seconds)) => (None, Some(seconds)),
+            None => (None, None),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct NewNotification {
     pub id: Uuid,
@@ -50,6 +70,49 @@ pub struct NewNotification {
     pub max_attempts: i32,
     /// The API key that created it; `None` for anonymous access.
     pub owner_key_id: Option<Uuid>,
+    /// The recipient profile it was addressed through.
+    pub recipient_id: Option<String>,
+    pub class: Class,
+    pub category: String,
+    pub expiry: Option<Expiry>,
+    /// Stored SUPPRESSED for this reason (never sent) instead of PENDING.
+    pub suppressed: Option<SuppressionReason>,
+    /// The due time quiet hours moved it from (`due` is the moved one).
+    pub quiet_hours_deferred_from: Option<DateTime<Utc>>,
+}
+
+impl NewNotification {
+    /// A PENDING notification to `recipient` with the defaults of intake: NORMAL priority,
+    /// transactional, the `general` category, no expiry, written by an operator (no
+    /// owner). Callers set what differs on the returned value.
+    pub fn new(
+        idempotency_key: String,
+        fingerprint: String,
+        recipient: String,
+        channel: Channel,
+        payload: Value,
+        due: Due,
+        max_attempts: i32,
+    ) -> Self {
+        NewNotification {
+            id: Uuid::new_v4(),
+            idempotency_key,
+            fingerprint,
+            recipient,
+            channel,
+            priority: Priority::Normal,
+            payload,
+            due,
+            max_attempts,
+            owner_key_id: None,
+            recipient_id: None,
+            class: Class::Transactional,
+            category: "general".to_string(),
+            expiry: None,
+            suppressed: None,
+            quiet_hours_deferred_from: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +130,7 @@ pub async fn insert(
     new: &NewNotification,
 ) -> Result<InsertOutcome, tokio_postgres::Error> {
     let (at, after) = new.due.parameters();
+    let (expires_at, ttl) = Expiry::parameters(new.expiry);
     let statement = INSERT.prepare(db).await?;
     let inserted = db
         .query_opt(
@@ -83,6 +147,13 @@ pub async fn insert(
                 &after,
                 &new.max_attempts,
                 &new.owner_key_id,
+                &new.class,
+                &new.category,
+                &new.recipient_id,
+                &expires_at,
+                &ttl,
+                &new.suppressed,
+                &new.quiet_hours_deferred_from,
             ],
         )
         .await?;
@@ -136,6 +207,15 @@ pub async fn insert_batch(
     let (at, after): (Vec<_>, Vec<_>) = items.iter().map(|n| n.due.parameters()).unzip();
     let max_attempts: Vec<i32> = items.iter().map(|n| n.max_attempts).collect();
     let owners: Vec<Option<Uuid>> = items.iter().map(|n| n.owner_key_id).collect();
+    let classes: Vec<Class> = items.iter().map(|n| n.class).collect();
+    let categories: Vec<&str> = items.iter().map(|n| n.category.as_str()).collect();
+    let recipient_ids: Vec<Option<&str>> =
+        items.iter().map(|n| n.recipient_id.as_deref()).collect();
+    let (expires_at, ttl): (Vec<_>, Vec<_>) =
+        items.iter().map(|n| Expiry::parameters(n.expiry)).unzip();
+    let suppressed: Vec<Option<SuppressionReason>> = items.iter().map(|n| n.suppressed).collect();
+    let deferred_from: Vec<Option<DateTime<Utc>>> =
+        items.iter().map(|n| n.quiet_hours_deferred_from).collect();
 
     let statement = INSERT_BATCH.prepare(db).await?;
     let rows = db
@@ -153,6 +233,13 @@ pub async fn insert_batch(
                 &after,
                 &max_attempts,
                 &owners,
+                &classes,
+                &categories,
+                &recipient_ids,
+                &expires_at,
+                &ttl,
+                &suppressed,
+                &deferred_from,
             ],
         )
         .await?;

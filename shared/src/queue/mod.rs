@@ -19,6 +19,7 @@ mod cancel;
 mod claim;
 mod insert;
 mod read;
+mod recheck;
 mod record;
 mod redrive;
 pub mod stats;
@@ -26,8 +27,9 @@ pub mod stats;
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
-pub use insert::{BatchOutcome, Due, InsertOutcome, NewNotification, insert, insert_batch};
+pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use read::{Cursor, ListFilter, ListPage, find, list};
+pub use recheck::{Stopped, expire, recheck};
 pub use record::{Disposition, RecordSummary, Recovered, Settled, record, recover_expired};
 pub use redrive::{RedriveFilter, count_matching, redrive_matching, redrive_one};
 
@@ -62,6 +64,14 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         provider_message_id: row.try_get("provider_message_id")?,
+        class: row.try_get("class")?,
+        category: row.try_get("category")?,
+        recipient_id: row.try_get("recipient_id")?,
+        expires_at: row.try_get("expires_at")?,
+        suppressed_at: row.try_get("suppressed_at")?,
+        suppressed_reason: row.try_get("suppressed_reason")?,
+        expired_at: row.try_get("expired_at")?,
+        quiet_hours_deferred_from: row.try_get("quiet_hours_deferred_from")?,
     })
 }
 

@@ -74,13 +74,15 @@ impl Disposition {
     }
 }
 
-/// One claimed notification after its provider call: what happens next, and the call as
-/// attempt history keeps it.
+/// One claimed notification after its provider call: what happens next, the call as
+/// attempt history keeps it, and (for an invalid recipient) the keyed hash of the address
+/// the suppression list gains.
 #[derive(Debug, Clone)]
 pub struct Settled<'a> {
     pub claim: &'a Claimed,
     pub disposition: Disposition,
     pub call: &'a Call,
+    pub suppress_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,10 +122,7 @@ pub async fn record(
         .collect();
     let started: Vec<DateTime<Utc>> = results.iter().map(|r| r.call.started_at).collect();
     let finished: Vec<DateTime<Utc>> = results.iter().map(|r| r.call.finished_at).collect();
-    let suppress: Vec<bool> = results
-        .iter()
-        .map(|r| matches!(r.disposition, Disposition::Failed { suppress: true, .. }))
-        .collect();
+    let suppress: Vec<Option<&str>> = results.iter().map(|r| r.suppress_hash.as_deref()).collect();
     let statement = RECORD.prepare(db).await?;
     let row = db
         .query_one(

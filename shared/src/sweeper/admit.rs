@@ -4,18 +4,27 @@
 use chrono::{DateTime, Utc};
 
 use super::{FENCE_MARGIN, Sweeper};
-use crate::queue::{self, Claimed};
+use crate::audience::address;
+use crate::queue::{self, Claimed, Stopped};
 use crate::ratelimit;
+
+/// What passed the fence: the claims to send, and how many were deferred or stopped.
+pub(super) struct Admitted<'a> {
+    pub send: Vec<&'a Claimed>,
+    pub deferred: u64,
+    pub stopped: Vec<(uuid::Uuid, Stopped)>,
+}
 
 impl Sweeper {
     /// In one short transaction: renew the lease of every claim still held (the start
-    /// fence), then admit them against the rate limit; refused ones go back to PENDING,
-    /// due when a slot frees, attempt refunded. Returns what may be sent and how many
-    /// were deferred. No lock outlives the transaction.
+    /// fence), re-check the audience rules (expired, suppressed or opted out since
+    /// enqueue: finished here, unsent), then admit the rest against the rate limit;
+    /// refused ones go back to PENDING, due when a slot frees, attempt refunded. No lock
+    /// outlives the transaction.
     pub(super) async fn fence_and_admit<'a>(
         &self,
         claimed: &'a [Claimed],
-    ) -> anyhow::Result<(Vec<&'a Claimed>, u64)> {
+    ) -> anyhow::Result<Admitted<'a>> {
         let mut db = self.pool.get().await?;
         let tx = db.transaction().await?;
         let all: Vec<&Claimed> = claimed.iter().collect();
@@ -26,8 +35,13 @@ impl Sweeper {
         let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
             + FENCE_MARGIN)
             .min(self.config.visibility_timeout);
-        // Sent together, answered in one round trip: the two statements are independent.
-        let (locked, still_held) = tokio::join!(
+        let hashes: Vec<String> = all
+            .iter()
+            .map(|c| address::hash(&self.audience.secret, c.channel, &c.recipient))
+            .collect();
+        // Sent together, answered in one round trip: the statements are independent (the
+        // re-check reads only claims this worker holds).
+        let (locked, still_held, stopped) = tokio::join!(
             async {
                 match self.rate_limit {
                     Some(_) => ratelimit::lock_recipients(&tx, &recipients).await,
@@ -35,16 +49,22 @@ impl Sweeper {
                 }
             },
             queue::start_fence(&tx, &all, needed, self.config.visibility_timeout),
+            queue::recheck(&tx, &all, &hashes),
         );
         locked?;
         let still_held = still_held?;
+        let stopped = stopped?;
         let held: Vec<&Claimed> = all
             .into_iter()
-            .filter(|c| still_held.contains(&c.id))
+            .filter(|c| still_held.contains(&c.id) && !stopped.iter().any(|(id, _)| *id == c.id))
             .collect();
         let Some(limit) = &self.rate_limit else {
             tx.commit().await?;
-            return Ok((held, 0));
+            return Ok(Admitted {
+                send: held,
+                deferred: 0,
+                stopped,
+            });
         };
         let admission = ratelimit::admit(&tx, limit, &held).await?;
         let deferred: Vec<(&Claimed, Option<DateTime<Utc>>)> = admission
@@ -57,7 +77,11 @@ impl Sweeper {
         for (claim, at) in &admission.deferred {
             tracing::info!(notification_id = %claim.id, due_at = %at, "rate limited; deferred");
         }
-        Ok((admission.admitted, deferred.len() as u64))
+        Ok(Admitted {
+            send: admission.admitted,
+            deferred: deferred.len() as u64,
+            stopped,
+        })
     }
 
     /// Hands claims back untried, due now. Best effort: what cannot be released now is

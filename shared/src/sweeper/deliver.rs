@@ -7,8 +7,11 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::{SweepOutcome, Sweeper};
+use crate::audience::profiles;
+use crate::audience::unsubscribe::{Subject, Unsubscribe};
 use crate::backoff::retry_delay;
 use crate::channel::{self, Circuit, Observation};
+use crate::domain::Class;
 use crate::notification::Channel;
 use crate::provider::{Attempt, Delivery, Gate, ProviderOutcome};
 use crate::queue::{Claimed, Disposition};
@@ -21,14 +24,17 @@ const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
 impl Sweeper {
     /// Hands the batch to the provider; each delivery passes `gate` before it starts.
     pub(super) async fn deliver(&self, held: &[&Claimed], gate: &Gate) -> Vec<Attempt> {
+        let links: Vec<Option<String>> = held.iter().map(|c| self.unsubscribe_link(c)).collect();
         let batch: Vec<Delivery<'_>> = held
             .iter()
-            .map(|c| Delivery {
+            .zip(&links)
+            .map(|(c, link)| Delivery {
                 key: c.id,
                 channel: c.channel,
                 class: c.class,
                 recipient: &c.recipient,
                 payload: &c.payload,
+                unsubscribe_url: link.as_deref(),
             })
             .collect();
         let attempts = self.provider.send(&batch, gate).await;
@@ -44,6 +50,27 @@ impl Sweeper {
             .iter()
             .map(|_| Attempt::now(ProviderOutcome::Temporary(error.clone())))
             .collect()
+    }
+
+    /// The one-click unsubscribe link a bulk email carries: for the profile it was
+    /// addressed through, or for its bare address, and its category.
+    fn unsubscribe_link(&self, claim: &Claimed) -> Option<String> {
+        if claim.class != Class::Bulk || claim.channel != Channel::Email {
+            return None;
+        }
+        let subject = match &claim.recipient_id {
+            Some(id) => Subject::Profile {
+                owner: profiles::owner(claim.owner_key_id),
+                id: id.clone(),
+            },
+            None => Subject::Address(claim.recipient.clone()),
+        };
+        let unsubscribe = Unsubscribe {
+            subject,
+            channel: claim.channel,
+            category: claim.category.clone(),
+        };
+        Some(unsubscribe.url(&self.audience.secret, &self.audience.public_base_url))
     }
 
     /// Decides what happens next from the provider's answer and the attempts left.

@@ -22,13 +22,16 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 use tokio::sync::Semaphore;
 
+use crate::audience::address;
 use crate::backoff::{Random, ThreadRandom};
-use crate::config::{CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig};
+use crate::config::{
+    AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig,
+};
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Gate, Provider};
-use crate::queue::{self, ClaimMode, Claimed, Settled};
+use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
 use crate::{channel, ratelimit};
 
@@ -38,6 +41,10 @@ pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
 const RECOVERY_BATCH: i64 = 1000;
 /// Lease a claim must still have at the start fence beyond the provider time limits.
 const FENCE_MARGIN: Duration = Duration::from_secs(5);
+/// How often PENDING notifications past their `expiresAt` are marked EXPIRED (the claim
+/// skips them meanwhile), and how many per statement.
+const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
+const EXPIRY_BATCH: i64 = 1000;
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -50,12 +57,15 @@ pub struct Sweeper {
     retry: RetryPolicy,
     rate_limit: Option<RateLimitConfig>,
     circuit: CircuitConfig,
+    /// The key of address hashes and unsubscribe links, and where the links point.
+    audience: AudienceConfig,
     /// Deliveries in flight in this process: `WORKER_CONCURRENCY` places, shared by every
     /// lane.
     permits: Arc<Semaphore>,
     recovery_interval: Duration,
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
+    last_expiry: Mutex<Option<Instant>>,
 }
 
 impl Sweeper {
@@ -71,6 +81,7 @@ impl Sweeper {
         )
         .with_rate_limit(config.rate_limit)
         .with_circuit(config.providers.circuit)
+        .with_audience(config.audience.clone())
     }
 
     /// The configured providers, with each paced channel's rate written to its token
@@ -124,9 +135,11 @@ impl Sweeper {
                 window: Duration::from_secs(30),
                 open_for: Duration::from_secs(30),
             },
+            audience: AudienceConfig::development(),
             recovery_interval: RECOVERY_INTERVAL,
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
+            last_expiry: Mutex::new(None),
         }
     }
 
@@ -139,6 +152,12 @@ impl Sweeper {
     /// The thresholds of the channels' circuit breakers.
     pub fn with_circuit(mut self, circuit: CircuitConfig) -> Self {
         self.circuit = circuit;
+        self
+    }
+
+    /// The key of address hashes and unsubscribe links, and where the links point.
+    pub fn with_audience(mut self, audience: AudienceConfig) -> Self {
+        self.audience = audience;
         self
     }
 
@@ -182,7 +201,7 @@ impl Sweeper {
             outcome.released = self.release(&claimed.iter().collect::<Vec<_>>()).await;
             return Ok(outcome);
         }
-        let (held, deferred) = match self.fence_and_admit(&claimed).await {
+        let admitted = match self.fence_and_admit(&claimed).await {
             Ok(admitted) => admitted,
             Err(error) => {
                 // The step fails; what was handed back is visible in the log line.
@@ -191,8 +210,17 @@ impl Sweeper {
                 return Err(error);
             }
         };
-        outcome.deferred = deferred;
-        outcome.lost = (claimed.len() - held.len()) as u64 - deferred;
+        let held = admitted.send;
+        outcome.deferred = admitted.deferred;
+        for (id, stopped) in &admitted.stopped {
+            match stopped {
+                Stopped::Expired => outcome.expired += 1,
+                Stopped::Suppressed(_) => outcome.suppressed += 1,
+            }
+            tracing::info!(notification_id = %id, ?stopped, "stopped at send");
+        }
+        outcome.lost =
+            (claimed.len() - held.len()) as u64 - admitted.deferred - admitted.stopped.len() as u64;
         if held.is_empty() {
             return Ok(outcome);
         }
@@ -211,10 +239,16 @@ impl Sweeper {
                 Attempt::Finished(call) => {
                     let disposition = self.dispose(claim, &call.outcome);
                     deliver::tally(&mut outcome, claim, &disposition);
+                    let suppress_hash = matches!(
+                        disposition,
+                        Disposition::Failed { suppress: true, .. }
+                    )
+                    .then(|| address::hash(&self.audience.secret, claim.channel, &claim.recipient));
                     settled.push(Settled {
                         claim,
                         disposition,
                         call,
+                        suppress_hash,
                     });
                 }
             }
@@ -259,8 +293,8 @@ impl Sweeper {
         Ok(claimed)
     }
 
-    /// The housekeeping a step does now and then: pruning old reservations, recovering
-    /// expired claims.
+    /// The housekeeping a step does now and then: pruning old reservations, expiring
+    /// notifications past their `expiresAt`, recovering expired claims.
     async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
         if let Some(limit) = &self.rate_limit
@@ -268,6 +302,10 @@ impl Sweeper {
         {
             let db = self.pool.get().await?;
             ratelimit::prune_expired(&db, limit.window).await?;
+        }
+        if due(&self.last_expiry, EXPIRY_INTERVAL) {
+            let db = self.pool.get().await?;
+            outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
         }
         if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;

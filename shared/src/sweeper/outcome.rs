@@ -24,6 +24,11 @@ pub struct SweepOutcome {
     /// Sent back untried with the attempt refunded: the provider throttled or could not
     /// send for us.
     pub refunded: u64,
+    /// Stopped unsent by the audience re-check at send (suppressed or opted out since
+    /// enqueue).
+    pub suppressed: u64,
+    /// Past their `expiresAt`: marked EXPIRED by the expiry step or stopped at send.
+    pub expired: u64,
     /// Some channel had a full batch due: more work is likely waiting.
     #[serde(skip)]
     pub full: bool,
@@ -41,6 +46,8 @@ impl AddAssign for SweepOutcome {
         self.released += other.released;
         self.lost += other.lost;
         self.refunded += other.refunded;
+        self.suppressed += other.suppressed;
+        self.expired += other.expired;
         self.full |= other.full;
     }
 }

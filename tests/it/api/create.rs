@@ -42,6 +42,14 @@ async fn create_returns_201_and_get_returns_the_same_representation() {
         "createdAt",
         "updatedAt",
         "providerMessageId",
+        "class",
+        "category",
+        "recipientId",
+        "expiresAt",
+        "suppressedAt",
+        "suppressedReason",
+        "expiredAt",
+        "quietHoursDeferredFrom",
     ]
     .into();
     let fields: HashSet<&str> = created

@@ -16,18 +16,16 @@ async fn paging_rows_that_share_one_created_at_skips_and_repeats_nothing() {
         let mut connection = app.pool().get().await.expect("db");
         let transaction = connection.transaction().await.expect("tx");
         for i in 0..23 {
-            let new = queue::NewNotification {
-                id: uuid::Uuid::new_v4(),
-                idempotency_key: format!("same-time-{i}"),
-                fingerprint: "0".repeat(64),
-                recipient: "pager@example.com".into(),
-                channel: Channel::Push,
-                priority: Priority::Low,
-                payload: json!({}),
-                due: queue::Due::AfterSeconds(3600),
-                max_attempts: 6,
-                owner_key_id: None,
-            };
+            let mut new = queue::NewNotification::new(
+                format!("same-time-{i}"),
+                "0".repeat(64),
+                "pager@example.com".into(),
+                Channel::Push,
+                json!({}),
+                queue::Due::AfterSeconds(3600),
+                6,
+            );
+            new.priority = Priority::Low;
             queue::insert(&transaction, &new).await.expect("insert");
         }
         transaction.commit().await.expect("commit");

@@ -30,12 +30,22 @@ fn split_lag(mut metrics: Value) -> (Value, f64) {
 }
 
 fn counts(
-    [pending, processing, sent, failed, dead_lettered, cancelled]: [i64; 6],
+    [
+        pending,
+        processing,
+        sent,
+        failed,
+        dead_lettered,
+        cancelled,
+        suppressed,
+        expired,
+    ]: [i64; 8],
     [webhooks_pending, delivered, given_up]: [i64; 3],
 ) -> Value {
     json!({
         "pending": pending, "processing": processing, "sent": sent, "failed": failed,
-        "deadLettered": dead_lettered, "cancelled": cancelled,
+        "deadLettered": dead_lettered, "cancelled": cancelled, "suppressed": suppressed,
+        "expired": expired,
         "webhooks": {"pending": webhooks_pending, "delivered": delivered, "givenUp": given_up},
     })
 }
@@ -49,7 +59,7 @@ async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_du
     let (rest, lag) = split_lag(empty);
     assert_eq!(
         rest,
-        counts([0; 6], [0; 3]),
+        counts([0; 8], [0; 3]),
         "every key present even at zero"
     );
     assert_eq!(lag, 0.0);
@@ -66,7 +76,7 @@ async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_du
     })
     .await;
     let (rest, lag) = split_lag(app.metrics().await);
-    assert_eq!(rest, counts([13, 0, 0, 0, 0, 0], [0; 3]));
+    assert_eq!(rest, counts([13, 0, 0, 0, 0, 0, 0, 0], [0; 3]));
     assert!(
         (3.0..10.0).contains(&lag),
         "the oldest due one is 3 s old: {lag}"
@@ -79,7 +89,7 @@ async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_du
         .expect("claim");
     assert_eq!(claimed.len(), 4);
     let (rest, lag) = split_lag(app.metrics().await);
-    assert_eq!(rest, counts([9, 4, 0, 0, 0, 0], [0; 3]));
+    assert_eq!(rest, counts([9, 4, 0, 0, 0, 0, 0, 0], [0; 3]));
     assert_eq!(lag, 0.0, "only future PENDING rows remain");
     let results: Vec<_> = claimed[..3]
         .iter()
@@ -104,9 +114,39 @@ async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_du
     }
     factory::failed(&db.pool, 4, "no such address").await;
     factory::dead_lettered(&db.pool, 5, None, "provider down").await;
+    // Two SUPPRESSED (an address on the list) and one EXPIRED, each with its event.
+    let (status, body) = app
+        .send(
+            app.request(Method::POST, "/suppressions")
+                .json(&json!({"channel": "SMS", "address": "+15555550123"})),
+        )
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    for key in ["suppressed-1", "suppressed-2"] {
+        let (status, body) = app
+            .create(&json!({"recipient": "+15555550123", "channel": "SMS",
+                            "payload": {"text": "hi"}, "idempotencyKey": key,
+                            "priority": "NORMAL", "delaySeconds": 3600}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["suppressedReason"], "SUPPRESSED_ADDRESS");
+    }
+    let lapsed = factory::Spec::default()
+        .due_in_seconds(3600)
+        .expires_at(chrono::Utc::now() - chrono::TimeDelta::seconds(1));
+    factory::create(&db.pool, lapsed).await;
+    let conn = db.pool.get().await.expect("connection");
+    assert_eq!(
+        notify_shared::queue::expire(&conn, 100)
+            .await
+            .expect("expire"),
+        1
+    );
+    drop(conn);
 
     let (rest, lag) = split_lag(app.metrics().await);
-    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6], [2, 1, 0]));
+    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6, 2, 1], [5, 1, 0]));
     assert_eq!(lag, 0.0, "nothing is due: exactly 0, never negative");
 
     // One of the future ones becomes due 5 s ago.
@@ -116,7 +156,7 @@ async fn metrics_count_every_status_exactly_and_measure_the_lag_of_the_oldest_du
     )
     .await;
     let (rest, lag) = split_lag(app.metrics().await);
-    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6], [2, 1, 0]));
+    assert_eq!(rest, counts([3, 1, 3, 4, 5, 6, 2, 1], [5, 1, 0]));
     assert!((5.0..=6.0).contains(&lag), "{lag}");
 }
 
@@ -228,6 +268,8 @@ async fn prometheus_text_carries_statuses_lag_latency_histogram_webhooks_and_def
             ("FAILED", 1.0),
             ("DEAD_LETTERED", 2.0),
             ("CANCELLED", 1.0),
+            ("SUPPRESSED", 0.0),
+            ("EXPIRED", 0.0),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -388,7 +430,7 @@ async fn the_worker_role_answers_health_and_metrics_but_not_the_notification_rou
         json!({"status": "ok", "info": {"database": {"status": "up"}}})
     );
     let (rest, _) = split_lag(app.metrics().await);
-    assert_eq!(rest, counts([0, 0, 0, 0, 1, 0], [0; 3]));
+    assert_eq!(rest, counts([0, 0, 0, 0, 1, 0, 0, 0], [0; 3]));
 
     let routes = [
         (Method::GET, "/notifications".to_string()),

@@ -1,0 +1,36 @@
+-- Forgets profile $2 of owner $1 (its preferences go with it) and every trace of its
+-- addresses $3 (their suppression hashes are $4, per channel $5): the notifications sent
+-- through the profile, or to one of its addresses without one, keep no address, no
+-- payload and no error text (PENDING ones are cancelled); their attempts lose their error text (a provider
+-- may quote the address), the simulated provider its copy, the rate limit its
+-- reservations; suppressions keep only the hash. One statement: all of it or none.
+WITH profile AS (
+    DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
+), theirs AS (
+    SELECT id FROM notifications
+    WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = $1
+      AND (recipient_id = $2
+           OR (recipient_id IS NULL AND (recipient = ANY($3) OR lower(recipient) = ANY($3))))
+), redacted AS (
+    UPDATE notifications n
+    SET recipient = '[erased]', payload = '{}', last_error = NULL,
+        status = CASE WHEN n.status = 'PENDING' THEN 'CANCELLED' ELSE n.status END,
+        cancelled_at = CASE WHEN n.status = 'PENDING' THEN now() ELSE n.cancelled_at END,
+        updated_at = now()
+    FROM theirs WHERE n.id = theirs.id
+    RETURNING n.id
+), attempts AS (
+    UPDATE delivery_attempts SET error = NULL
+    WHERE notification_id IN (SELECT id FROM theirs) AND error IS NOT NULL
+), ledger AS (
+    UPDATE simulated_deliveries SET recipient = '[erased]'
+    WHERE delivery_key IN (SELECT id FROM theirs)
+), reservations AS (
+    DELETE FROM rate_limit_reservations
+    WHERE recipient = ANY($3) OR lower(recipient) = ANY($3)
+), hashed AS (
+    UPDATE suppressions s SET address = NULL
+    FROM unnest($4::text[], $5::text[]) AS h(hash, channel)
+    WHERE s.channel = h.channel AND s.address_hash = h.hash
+)
+SELECT (SELECT count(*) FROM profile) AS profiles, (SELECT count(*) FROM redacted) AS notifications

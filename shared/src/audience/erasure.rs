@@ -1,0 +1,65 @@
+//! Forgetting a person: their profile and preferences go, and no table keeps their
+//! addresses. Their notifications stay as records (counts, outcomes) without address or
+//! payload; PENDING ones are cancelled; their suppression entries keep only the keyed hash,
+//! so a bounced address stays suppressed without being kept.
+
+use deadpool_postgres::Client;
+use uuid::Uuid;
+
+use super::address;
+use crate::notification::Channel;
+use crate::sql::{Statement, statement};
+
+const LOCK: Statement = statement!("recipients/lock");
+const ERASE: Statement = statement!("recipients/erase");
+
+/// What an erasure removed; `None` when the profile did not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Erased {
+    pub notifications: u64,
+}
+
+pub async fn erase(
+    db: &mut Client,
+    secret: &[u8],
+    owner: Uuid,
+    id: &str,
+) -> Result<Option<Erased>, tokio_postgres::Error> {
+    let tx = db.transaction().await?;
+    let lock = LOCK.prepare(&tx).await?;
+    let Some(row) = tx.query_opt(&lock, &[&owner, &id]).await? else {
+        return Ok(None);
+    };
+    let mut addresses: Vec<(Channel, String)> = Vec::new();
+    if let Some(email) = row.try_get::<_, Option<String>>("email")? {
+        addresses.push((Channel::Email, email));
+    }
+    if let Some(phone) = row.try_get::<_, Option<String>>("phone")? {
+        addresses.push((Channel::Sms, phone));
+    }
+    for token in row.try_get::<_, Vec<String>>("push_tokens")? {
+        addresses.push((Channel::Push, token));
+    }
+    // As given and as compared (email in lower case): either may be what a row holds.
+    let mut plain: Vec<String> = addresses.iter().map(|(_, a)| a.clone()).collect();
+    plain.extend(
+        addresses
+            .iter()
+            .map(|(channel, a)| address::normalize(*channel, a)),
+    );
+    plain.sort();
+    plain.dedup();
+    let hashes: Vec<String> = addresses
+        .iter()
+        .map(|(channel, a)| address::hash(secret, *channel, a))
+        .collect();
+    let channels: Vec<Channel> = addresses.iter().map(|(c, _)| *c).collect();
+    let erase = ERASE.prepare(&tx).await?;
+    let row = tx
+        .query_one(&erase, &[&owner, &id, &plain, &hashes, &channels])
+        .await?;
+    tx.commit().await?;
+    Ok(Some(Erased {
+        notifications: u64::try_from(row.try_get::<_, i64>("notifications")?).unwrap_or(0),
+    }))
+}

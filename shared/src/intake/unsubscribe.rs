@@ -1,0 +1,270 @@
+//! One-click unsubscribe (RFC 8058) over HTTP. `POST /unsubscribe/{token}` with the form
+//! body `List-Unsubscribe=One-Click` stores the opt-out, needs no API key (the signed token
+//! is the authority) and may be repeated; `GET` only shows a page with a confirm button,
+//! because link scanners follow GETs. `POST /unsubscribe-links` hands support staff the
+//! link a bulk email carries.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::AppState;
+use super::body::{BODY_LIMIT, read_json};
+use super::error::ApiError;
+use super::validation::{is_category, is_recipient_id};
+use crate::audience::profiles;
+use crate::audience::suppressions::{self, ListReason};
+use crate::audience::unsubscribe::{Subject, Unsubscribe};
+use crate::auth::Caller;
+use crate::domain::names;
+use crate::notification::Channel;
+use crate::problems::Problems;
+
+/// A one-click body is 26 bytes; mail clients may send it as multipart.
+const FORM_LIMIT: usize = 4096;
+/// The pages allow their own inline style and posting back to themselves, nothing else.
+const PAGE_CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'";
+
+/// `GET /unsubscribe/{token}`: the confirmation page. Changes nothing.
+pub async fn confirm_page(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+    match Unsubscribe::verify(&token, &state.audience.secret) {
+        Some(unsubscribe) => page(
+            StatusCode::OK,
+            "Unsubscribe",
+            &format!(
+                "<p>Stop receiving {} by {}?</p>\
+                 <form method=\"post\"><input type=\"hidden\" name=\"List-Unsubscribe\" \
+                 value=\"One-Click\"><button type=\"submit\">Unsubscribe</button></form>",
+                what(&unsubscribe),
+                channel_word(unsubscribe.channel)
+            ),
+        ),
+        None => forged_page(),
+    }
+}
+
+/// `POST /unsubscribe/{token}` with `List-Unsubscribe=One-Click`: stores the opt-out of
+/// the token's category (or, for a notification sent to a bare address, suppresses the
+/// address). 200 each time; 400 for a forged token or another body.
+pub async fn one_click(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let Some(unsubscribe) = Unsubscribe::verify(&token, &state.audience.secret) else {
+        return Err(ApiError::field(
+            "token",
+            "This unsubscribe link is not valid: it was altered or not issued here",
+        ));
+    };
+    let bytes = axum::body::to_bytes(body, FORM_LIMIT)
+        .await
+        .map_err(|_| ApiError::bad_request("The body must be List-Unsubscribe=One-Click"))?;
+    if !is_one_click(&headers, &bytes) {
+        return Err(ApiError::bad_request(
+            "The body must be List-Unsubscribe=One-Click (application/x-www-form-urlencoded)",
+        ));
+    }
+    let db = state.pool.get().await?;
+    let stored = match &unsubscribe.subject {
+        Subject::Profile { owner, id } => {
+            profiles::opt_out(&db, *owner, id, &unsubscribe.category, unsubscribe.channel).await?
+        }
+        Subject::Address(address) => {
+            suppressions::add(
+                &db,
+                &state.audience.secret,
+                unsubscribe.channel,
+                address,
+                ListReason::Unsubscribed,
+            )
+            .await?;
+            true
+        }
+    };
+    // A profile erased since the email was sent has nothing left to opt out.
+    tracing::info!(channel = unsubscribe.channel.as_str(), category = %unsubscribe.category, stored, "one-click unsubscribe");
+    if wants_html(&headers) {
+        return Ok(page(
+            StatusCode::OK,
+            "Unsubscribed",
+            &format!(
+                "<p>You will no longer receive {} by {}.</p>",
+                what(&unsubscribe),
+                channel_word(unsubscribe.channel)
+            ),
+        ));
+    }
+    Ok(Json(json!({
+        "unsubscribed": true,
+        "channel": unsubscribe.channel,
+        "category": unsubscribe.category,
+    }))
+    .into_response())
+}
+
+/// `POST /unsubscribe-links` (operators) `{"channel", "category", "recipientId" | "address"}`
+/// → `{"url", "token"}`. A `recipientId` is looked up among every key's profiles: the one
+/// key holding it, else the caller's own (409 when several keys hold it).
+pub async fn link(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_json(&headers, body, BODY_LIMIT).await?;
+    let mut problems = Problems::new();
+    let empty = Map::new();
+    let object = match &body {
+        Some(Value::Object(object)) => object,
+        _ => {
+            problems.add("body", "body must be a JSON object");
+            &empty
+        }
+    };
+    problems.only(object, &["channel", "category", "recipientId", "address"]);
+    let channel = problems.one_of(
+        "channel",
+        object.get("channel").and_then(Value::as_str),
+        Channel::parse,
+        &names(&Channel::ALL, Channel::as_str),
+    );
+    let category = match object.get("category").and_then(Value::as_str) {
+        Some(category) if category == "*" || is_category(category) => Some(category.to_string()),
+        _ => {
+            problems.add(
+                "category",
+                "category must match ^[a-z0-9][a-z0-9_.-]{0,63}$ (or be * for every bulk category)",
+            );
+            None
+        }
+    };
+    let recipient_id = object.get("recipientId").and_then(Value::as_str);
+    let address = object.get("address").and_then(Value::as_str);
+    match (recipient_id, address) {
+        (Some(id), None) if !is_recipient_id(id) => problems.add(
+            "recipientId",
+            "recipientId must be 1 to 128 characters of A-Z, a-z, 0-9 and . _ : @ -",
+        ),
+        (None, Some(address)) => {
+            problems.text("address", address, 4096);
+        }
+        (Some(_), None) => {}
+        _ => problems.add(
+            "recipientId",
+            "exactly one of recipientId and address is required",
+        ),
+    }
+    let (Some(channel), Some(category)) = (channel, category) else {
+        return Err(ApiError::validation(problems.into_errors()));
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::validation(problems.into_errors()));
+    }
+    let subject = match (recipient_id, address) {
+        (Some(id), _) => {
+            let db = state.pool.get().await?;
+            let owners = profiles::owners(&db, id).await?;
+            let owner: Uuid = match owners.as_slice() {
+                [one] => *one,
+                [] => profiles::owner(caller.key_id),
+                _ => {
+                    return Err(ApiError::conflict(format!(
+                        "Several API keys have a recipient {id}; unsubscribe links are made \
+                         from their notifications' List-Unsubscribe header instead"
+                    )));
+                }
+            };
+            Subject::Profile {
+                owner,
+                id: id.to_string(),
+            }
+        }
+        (None, Some(address)) => Subject::Address(address.to_string()),
+        (None, None) => return Err(ApiError::internal()),
+    };
+    let unsubscribe = Unsubscribe {
+        subject,
+        channel,
+        category,
+    };
+    Ok(Json(json!({
+        "url": unsubscribe.url(&state.audience.secret, &state.audience.public_base_url),
+        "token": unsubscribe.token(&state.audience.secret),
+    }))
+    .into_response())
+}
+
+/// RFC 8058's body, form-encoded (or as a multipart field).
+fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("multipart/form-data") {
+        let text = String::from_utf8_lossy(body);
+        return text.contains("name=\"List-Unsubscribe\"") && text.contains("One-Click");
+    }
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body).is_ok_and(|pairs| {
+        pairs
+            .iter()
+            .any(|(k, v)| k == "List-Unsubscribe" && v == "One-Click")
+    })
+}
+
+/// A browser (the confirmation page's button) gets a page; mail clients get JSON.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
+}
+
+fn what(unsubscribe: &Unsubscribe) -> String {
+    if unsubscribe.category == "*" {
+        "any marketing messages".to_string()
+    } else {
+        format!("“{}” messages", unsubscribe.category)
+    }
+}
+
+fn channel_word(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Email => "email",
+        Channel::Sms => "text message",
+        Channel::Push => "push notification",
+    }
+}
+
+fn forged_page() -> Response {
+    page(
+        StatusCode::BAD_REQUEST,
+        "Link not valid",
+        "<p>This unsubscribe link is not valid: it was altered or not issued here.</p>",
+    )
+}
+
+/// A small self-contained page. Everything interpolated into `body` is either fixed text
+/// or a category, whose characters are limited to `[a-z0-9_.-*]`.
+fn page(status: StatusCode, title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;\
+         padding:0 1rem}}button{{font-size:1rem;padding:.5rem 1rem}}</style></head>\
+         <body><h1>{title}</h1>{body}</body></html>"
+    );
+    let mut response = (status, Html(html)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(PAGE_CSP),
+    );
+    response
+}
