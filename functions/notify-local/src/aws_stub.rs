@@ -67,6 +67,8 @@ pub struct Call {
     /// The email address, phone number, endpoint ARN or device token.
     pub recipient: String,
     pub message_id: Option<String>,
+    /// The message headers an email carried (SES `Content.Simple.Headers`).
+    pub headers: Vec<(String, String)>,
 }
 
 #[derive(Default)]
@@ -144,6 +146,7 @@ async fn answer(
     service: Service,
     action: &str,
     recipient: String,
+    headers: Vec<(String, String)>,
 ) -> (Reply, Option<String>) {
     let (reply, latency) = {
         let Ok(mut script) = script.lock() else {
@@ -169,6 +172,7 @@ async fn answer(
             action: action.to_string(),
             recipient,
             message_id: message_id.clone(),
+            headers,
         });
         ((reply, message_id), script.latency)
     };
@@ -186,7 +190,19 @@ async fn send_email(State(script): State<Shared>, body: Bytes) -> Response {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    match answer(&script, Service::Ses, "SendEmail", recipient).await {
+    let headers = request["Content"]["Simple"]["Headers"]
+        .as_array()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|h| {
+                    let text = |field: &str| h[field].as_str().unwrap_or_default().to_string();
+                    (text("Name"), text("Value"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    match answer(&script, Service::Ses, "SendEmail", recipient, headers).await {
         (Reply::Accept, id) => {
             let body = serde_json::json!({ "MessageId": id.unwrap_or_default() });
             (StatusCode::OK, json_headers(), body.to_string()).into_response()
@@ -224,7 +240,7 @@ async fn sns_action(State(script): State<Shared>, body: Bytes) -> Response {
         .or_else(|| field("TargetArn"))
         .or_else(|| field("Token"))
         .unwrap_or_default();
-    let reply = answer(&script, Service::Sns, &action, recipient.clone()).await;
+    let reply = answer(&script, Service::Sns, &action, recipient.clone(), Vec::new()).await;
     let namespace = "http://sns.amazonaws.com/doc/2010-03-31/";
     match reply {
         (Reply::Accept, id) => {
