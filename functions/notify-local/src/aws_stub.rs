@@ -240,7 +240,14 @@ async fn sns_action(State(script): State<Shared>, body: Bytes) -> Response {
         .or_else(|| field("TargetArn"))
         .or_else(|| field("Token"))
         .unwrap_or_default();
-    let reply = answer(&script, Service::Sns, &action, recipient.clone(), Vec::new()).await;
+    let reply = answer(
+        &script,
+        Service::Sns,
+        &action,
+        recipient.clone(),
+        Vec::new(),
+    )
+    .await;
     let namespace = "http://sns.amazonaws.com/doc/2010-03-31/";
     match reply {
         (Reply::Accept, id) => {
