@@ -6,6 +6,7 @@
 //! `cargo test -p notify-tests --test it -- --ignored chaos --nocapture`.
 
 mod api;
+mod audience;
 mod auth;
 mod batch;
 mod chaos;
