@@ -2,6 +2,7 @@
 //! suppression list over HTTP, erasure, and expiry, against a real PostgreSQL.
 
 mod api;
+mod erasure;
 
 use notify_shared::auth::{self, Scope};
 use notify_tests::{Reply, TestApp};
@@ -30,4 +31,9 @@ async fn call(
 async fn key(app: &TestApp, name: &str, scope: Scope) -> String {
     let db = app.pool().get().await.expect("connection");
     auth::create_key(&db, name, scope).await.expect("key").1
+}
+
+/// Now as an ISO 8601 `sendAt` ("due now").
+fn now_iso() -> String {
+    chrono::Utc::now().to_rfc3339()
 }
