@@ -3,6 +3,7 @@
 
 mod api;
 mod erasure;
+mod expiry;
 
 use notify_shared::auth::{self, Scope};
 use notify_tests::{Reply, TestApp};
