@@ -1,0 +1,357 @@
+//! Erasure (`DELETE /recipients/{id}`): the person's profile and preferences go, their
+//! notifications lose address and payload, and no column of any table keeps an address;
+//! a suppressed address stays suppressed by its keyed hash.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use notify_shared::auth::Scope;
+use notify_shared::provider::{Provider, ProviderOutcome};
+use notify_tests::doubles::Scripted;
+use notify_tests::{TestApp, worker};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{call, key, now_iso};
+
+const PERSON: &str = "person-1";
+const EMAIL: &str = "Ada.Lovelace@Example.com";
+const PHONE: &str = "+15557654321";
+const TOKENS: [&str; 2] = ["push-token-alpha", "push-token-beta"];
+
+/// What must not survive erasure, as `ILIKE` fragments: the email's local part, the phone
+/// digits and each push token.
+const FRAGMENTS: [&str; 4] = ["ada.lovelace", "15557654321", TOKENS[0], TOKENS[1]];
+
+/// Every `table.column (fragment)` in schema public whose text holds one of [`FRAGMENTS`]:
+/// every text, varchar, json, jsonb and array column of every table, read in full.
+async fn columns_holding_fragments(pool: &Pool) -> Vec<String> {
+    let db = pool.get().await.expect("connection");
+    let columns = db
+        .query(
+            "SELECT c.table_name::text, c.column_name::text FROM information_schema.columns c
+             JOIN information_schema.tables t
+               ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+             WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'
+               AND c.data_type IN ('text', 'character varying', 'json', 'jsonb', 'ARRAY')
+             ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .expect("columns");
+    assert!(
+        columns.len() > 20,
+        "the scan reads the schema: {}",
+        columns.len()
+    );
+    let mut hits = Vec::new();
+    for row in columns {
+        let (table, column): (String, String) = (row.get(0), row.get(1));
+        for fragment in FRAGMENTS {
+            let sql = format!(
+                "SELECT count(*) FROM \"{table}\" WHERE \"{column}\"::text ILIKE '%' || $1 || '%'"
+            );
+            let count: i64 = db.query_one(&sql, &[&fragment]).await.expect(&sql).get(0);
+            if count > 0 {
+                hits.push(format!("{table}.{column} ({fragment})"));
+            }
+        }
+    }
+    hits
+}
+
+/// `POST /notifications` without a key; must answer 201.
+async fn create(app: &TestApp, body: Value) -> Value {
+    let (status, n) = app.create(&body).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}: {n}");
+    n
+}
+
+/// A create body due now; `target` is (`"recipientId"`, id) or (`"recipient"`, address).
+fn due_now(key: &str, channel: &str, target: (&str, &str), payload: Value) -> Value {
+    json!({target.0: target.1, "channel": channel, "payload": payload, "priority": "HIGH",
+           "idempotencyKey": key, "sendAt": now_iso()})
+}
+
+/// Sweeps until idle delivering through `provider`, optionally rate limited.
+async fn sweep(app: &TestApp, provider: Arc<dyn Provider>, limited: bool) {
+    let mut builder = worker::sweeper(app.pool(), provider);
+    if limited {
+        builder = builder.rate_limit(100, Duration::from_secs(3600));
+    }
+    worker::sweep_until_idle(&builder.build()).await;
+}
+
+#[tokio::test]
+async fn erasure_leaves_no_address_in_any_column_and_keeps_the_suppression() {
+    let app = TestApp::spawn().await;
+    let profile = json!({"email": EMAIL, "phone": PHONE, "pushTokens": TOKENS});
+    let path = format!("/recipients/{PERSON}");
+    let reply = call(&app, Method::PUT, &path, None, Some(&profile)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    // Through the profile on every channel, and to the email by address in other case;
+    // payloads quote the addresses, as real ones do.
+    let person = ("recipientId", PERSON);
+    let mut ids: Vec<Value> = Vec::new();
+    for (key, channel, target, payload) in [
+        (
+            "e-1",
+            "EMAIL",
+            person,
+            json!({"subject": "hi", "text": EMAIL}),
+        ),
+        (
+            "s-1",
+            "SMS",
+            person,
+            json!({"text": format!("code for {PHONE}")}),
+        ),
+        ("p-1", "PUSH", person, json!({"title": TOKENS[0]})),
+        (
+            "e-2",
+            "EMAIL",
+            ("recipient", "ADA.LOVELACE@EXAMPLE.COM"),
+            json!({"subject": EMAIL}),
+        ),
+    ] {
+        ids.push(create(&app, due_now(key, channel, target, payload)).await["id"].clone());
+    }
+    // Delivered by the simulated provider (it keeps a copy), rate limited (reservations).
+    let simulated = Arc::new(worker::simulated(app.pool().clone()));
+    sweep(&app, simulated, true).await;
+    for id in &ids {
+        assert_eq!(
+            app.get(id.as_str().unwrap_or_default()).await.1["status"],
+            "SENT"
+        );
+    }
+
+    // Two failures whose provider error quotes the address.
+    for (key, channel, target, error) in [
+        ("s-2", "SMS", person, format!("{PHONE} is not reachable")),
+        (
+            "p-2",
+            "PUSH",
+            ("recipient", TOKENS[1]),
+            format!("endpoint {} disabled", TOKENS[1]),
+        ),
+    ] {
+        let payload = json!({"text": target.1});
+        ids.push(create(&app, due_now(key, channel, target, payload)).await["id"].clone());
+        let failing = Arc::new(Scripted::always(ProviderOutcome::Permanent(error)));
+        sweep(&app, failing, false).await;
+        let failed = app
+            .get(ids.last().and_then(Value::as_str).unwrap_or_default())
+            .await
+            .1;
+        assert_eq!(failed["status"], "FAILED", "{failed}");
+    }
+
+    // One still waiting, a suppression of the email, preferences.
+    let mut later = due_now("e-3", "EMAIL", person, json!({"subject": EMAIL}));
+    later.as_object_mut().expect("object").remove("sendAt");
+    later["delaySeconds"] = json!(3600);
+    let pending = create(&app, later).await["id"].clone();
+    ids.push(pending.clone());
+    let suppression = json!({"channel": "EMAIL", "address": EMAIL});
+    let reply = call(
+        &app,
+        Method::POST,
+        "/suppressions",
+        None,
+        Some(&suppression),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let preferences = json!({"categories": {"news": {"EMAIL": false}}});
+    let prefs_path = format!("{path}/preferences");
+    let reply = call(&app, Method::PATCH, &prefs_path, None, Some(&preferences)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    // The scan can fail: before erasure it finds the addresses everywhere they were put.
+    let before = columns_holding_fragments(app.pool()).await;
+    for expected in [
+        "recipients.email",
+        "recipients.phone",
+        "recipients.push_tokens",
+        "notifications.recipient",
+        "notifications.payload",
+        "notifications.last_error",
+        "delivery_attempts.error",
+        "simulated_deliveries.recipient",
+        "rate_limit_reservations.recipient",
+        "suppressions.address",
+    ] {
+        assert!(
+            before
+                .iter()
+                .any(|h| h.starts_with(&format!("{expected} "))),
+            "{expected} not in {before:?}"
+        );
+    }
+
+    let reply = call(&app, Method::DELETE, &path, None, None).await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(
+        call(&app, Method::GET, &path, None, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let reply = call(&app, Method::GET, &prefs_path, None, None).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM recipient_preferences")
+            .await,
+        0
+    );
+
+    let (_, waiting) = app.get(pending.as_str().unwrap_or_default()).await;
+    assert_eq!(waiting["status"], "CANCELLED", "{waiting}");
+    assert!(waiting["cancelledAt"].is_string(), "{waiting}");
+    let ids: Vec<Uuid> = ids
+        .iter()
+        .filter_map(|id| id.as_str()?.parse().ok())
+        .collect();
+    let redacted: i64 = app
+        .db
+        .scalar(
+            "SELECT count(*) FROM notifications WHERE id = ANY($1)
+               AND recipient = '[erased]' AND payload = '{}'::jsonb AND last_error IS NULL",
+            &[&ids],
+        )
+        .await;
+    assert_eq!(redacted, ids.len() as i64);
+
+    let after = columns_holding_fragments(app.pool()).await;
+    assert!(
+        after.is_empty(),
+        "addresses left after erasure in: {after:?}"
+    );
+
+    // The suppression survives as a keyed hash: the address is still refused.
+    let again = due_now(
+        "e-4",
+        "EMAIL",
+        ("recipient", "ada.lovelace@example.com"),
+        json!({}),
+    );
+    let n = create(&app, again).await;
+    assert_eq!(
+        (&n["status"], &n["suppressedReason"]),
+        (&json!("SUPPRESSED"), &json!("SUPPRESSED_ADDRESS"))
+    );
+    let listing = "/suppressions?channel=EMAIL&address=ada.lovelace@example.com";
+    let (status, page) = call(&app, Method::GET, listing, None, None).await.pair();
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{page}");
+    assert_eq!(
+        (&items[0]["address"], &items[0]["channel"]),
+        (&Value::Null, &json!("EMAIL"))
+    );
+}
+
+#[tokio::test]
+async fn erasing_one_keys_recipient_leaves_another_keys_namesake_alone() {
+    let app = TestApp::spawn_with_keys().await;
+    let a = key(&app, "client-a", Scope::Client).await;
+    let b = key(&app, "client-b", Scope::Client).await;
+    let profile = json!({"email": "same@example.com"});
+    let preferences = json!({"categories": {"news": {"EMAIL": false}}});
+    let mut created = Vec::new();
+    for key in [&a, &b] {
+        let reply = call(
+            &app,
+            Method::PUT,
+            "/recipients/x",
+            Some(key),
+            Some(&profile),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let reply = call(
+            &app,
+            Method::PATCH,
+            "/recipients/x/preferences",
+            Some(key),
+            Some(&preferences),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        for (i, target) in [("recipientId", "x"), ("recipient", "same@example.com")]
+            .into_iter()
+            .enumerate()
+        {
+            let mut body = due_now(
+                &format!("later-{i}"),
+                "EMAIL",
+                target,
+                json!({"subject": "s"}),
+            );
+            body.as_object_mut().expect("object").remove("sendAt");
+            body["delaySeconds"] = json!(3600);
+            let (status, n) = call(&app, Method::POST, "/notifications", Some(key), Some(&body))
+                .await
+                .pair();
+            assert_eq!(status, StatusCode::CREATED, "{n}");
+            created.push((key.clone(), n));
+        }
+    }
+
+    let reply = call(&app, Method::DELETE, "/recipients/x", Some(&a), None).await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+    assert_eq!(
+        call(&app, Method::GET, "/recipients/x", Some(&a), None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let (status, kept) = call(&app, Method::GET, "/recipients/x", Some(&b), None)
+        .await
+        .pair();
+    assert_eq!(
+        (status, &kept["email"]),
+        (StatusCode::OK, &json!("same@example.com"))
+    );
+    let (status, kept) = call(
+        &app,
+        Method::GET,
+        "/recipients/x/preferences",
+        Some(&b),
+        None,
+    )
+    .await
+    .pair();
+    assert_eq!(
+        (status, &kept["categories"]["news"]["EMAIL"]),
+        (StatusCode::OK, &json!(false))
+    );
+
+    for (key, before) in created {
+        let id: Uuid = before["id"]
+            .as_str()
+            .and_then(|id| id.parse().ok())
+            .expect("id");
+        let path = format!("/notifications/{id}");
+        let (_, now) = call(&app, Method::GET, &path, Some(&key), None)
+            .await
+            .pair();
+        let payload: Value = app
+            .db
+            .scalar("SELECT payload FROM notifications WHERE id = $1", &[&id])
+            .await;
+        if key == a {
+            assert_eq!(
+                (&now["status"], &now["recipient"]),
+                (&json!("CANCELLED"), &json!("[erased]"))
+            );
+            assert_eq!(payload, json!({}));
+        } else {
+            assert_eq!(now, before, "key B's notification is untouched");
+            assert_eq!(payload, json!({"subject": "s"}));
+        }
+    }
+}
