@@ -273,7 +273,16 @@ pub async fn record(
             claim,
             disposition: disposition.clone(),
             call,
-            suppress_hash: None,
+            // What the sweeper does: an invalid recipient's address joins the list.
+            suppress_hash: matches!(disposition, Disposition::Failed { suppress: true, .. }).then(
+                || {
+                    notify_shared::audience::address::hash(
+                        notify_shared::config::DEVELOPMENT_SECRET,
+                        claim.channel,
+                        &claim.recipient,
+                    )
+                },
+            ),
         })
         .collect();
     queue::record(db, "test-worker", &settled).await

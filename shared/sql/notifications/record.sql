@@ -5,7 +5,9 @@
 -- $4 errors, $5 delays before the next attempt (ms, for PENDING), $6 whether the attempt
 -- is refunded (throttled, misconfigured), $7 attempt outcomes, $8 provider message ids,
 -- $9 when each call started, $10 when it finished, $11 the keyed hash of the address to
--- suppress (NULL: none); $12 the worker.
+-- suppress (NULL: none); $12 the worker. A notification whose person was erased while
+-- it was in flight keeps no error text (a provider may quote the address), and its
+-- suppression keeps only the hash.
 WITH results AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[],
                          $6::bool[], $7::text[], $8::text[], $9::timestamptz[],
@@ -15,7 +17,7 @@ WITH results AS (
 ), recorded AS (
     UPDATE notifications n
     SET status = r.status,
-        last_error = r.error,
+        last_error = CASE WHEN n.recipient = '[erased]' THEN NULL ELSE r.error END,
         attempt_count = n.attempt_count - r.refund::int,
         next_attempt_at = CASE WHEN r.status = 'PENDING'
             THEN now() + r.delay_ms * interval '1 millisecond'
@@ -28,12 +30,13 @@ WITH results AS (
         updated_at = now()
     FROM results r
     WHERE n.id = r.id AND n.claim_token = r.token AND n.status = 'PROCESSING'
-    RETURNING n.id, n.status, n.attempt_count, n.redrive_count, n.channel, n.recipient
+    RETURNING n.id, n.status, n.attempt_count, n.redrive_count, n.channel, n.recipient,
+              n.recipient = '[erased]' AS erased
 ), attempts AS (
     INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at, finished_at,
                                    outcome, provider_message_id, error)
     SELECT r.id, rec.attempt_count + r.refund::int, $12, r.started_at, r.finished_at,
-           r.outcome, r.message_id, r.error
+           r.outcome, r.message_id, CASE WHEN rec.erased THEN NULL ELSE r.error END
     FROM results r JOIN recorded rec ON rec.id = r.id
 ), events AS (
     INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
@@ -46,7 +49,9 @@ WITH results AS (
 ), suppressed AS (
     INSERT INTO suppressions (channel, address_hash, address, reason)
     SELECT rec.channel, r.suppress_hash,
-           CASE WHEN rec.channel = 'EMAIL' THEN lower(trim(rec.recipient)) ELSE rec.recipient END,
+           CASE WHEN rec.erased THEN NULL
+                WHEN rec.channel = 'EMAIL' THEN lower(trim(rec.recipient))
+                ELSE rec.recipient END,
            'INVALID_RECIPIENT'
     FROM results r JOIN recorded rec ON rec.id = r.id
     WHERE r.suppress_hash IS NOT NULL

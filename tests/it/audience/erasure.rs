@@ -355,3 +355,53 @@ async fn erasing_one_keys_recipient_leaves_another_keys_namesake_alone() {
         }
     }
 }
+
+/// A person erased while their notification is in flight: the result, recorded after the
+/// erasure, brings no address back (no error text quoting it, no clear-text suppression).
+#[tokio::test]
+async fn a_result_recorded_after_erasure_keeps_no_address() {
+    let app = TestApp::spawn().await;
+    let put = call(
+        &app,
+        Method::PUT,
+        &format!("/recipients/{PERSON}"),
+        None,
+        Some(&json!({"email": EMAIL})),
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+    let body = due_now(
+        "in-flight",
+        "EMAIL",
+        ("recipientId", PERSON),
+        json!({"subject": "s", "text": "t"}),
+    );
+    assert_eq!(create(&app, body).await["status"], "PENDING");
+    let conn = app.pool().get().await.expect("connection");
+    let claimed = worker::claim(&conn, "test-worker", 10, worker::LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+
+    let erased = call(
+        &app,
+        Method::DELETE,
+        &format!("/recipients/{PERSON}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    let failure = notify_shared::queue::Disposition::Failed {
+        error: format!("550 mailbox {EMAIL} does not exist"),
+        suppress: true,
+    };
+    let recorded = worker::record(&conn, &[(&claimed[0], failure)])
+        .await
+        .expect("record");
+    assert_eq!(recorded.recorded, 1);
+    assert_eq!(
+        columns_holding_fragments(app.pool()).await,
+        Vec::<String>::new()
+    );
+}
