@@ -70,9 +70,44 @@ pub enum Routes {
     HealthOnly,
 }
 
+/// Every (method, path) [`router`] serves with [`Routes::Full`], in the order it declares
+/// them. A route added to, changed in or removed from `router` must be changed here too,
+/// and in the OpenAPI document (`openapi.json`): the tests check the list against the
+/// router and the document against the list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/metrics"),
+    // Client scope.
+    ("GET", "/notifications"),
+    ("POST", "/notifications"),
+    ("POST", "/notifications/batch"),
+    ("GET", "/notifications/{id}"),
+    ("DELETE", "/notifications/{id}"),
+    ("GET", "/notifications/{id}/attempts"),
+    ("PUT", "/recipients/{id}"),
+    ("GET", "/recipients/{id}"),
+    ("DELETE", "/recipients/{id}"),
+    ("GET", "/recipients/{id}/preferences"),
+    ("PATCH", "/recipients/{id}/preferences"),
+    // Operator scope.
+    ("POST", "/notifications/retry"),
+    ("POST", "/notifications/{id}/retry"),
+    ("GET", "/providers"),
+    ("GET", "/suppressions"),
+    ("POST", "/suppressions"),
+    ("DELETE", "/suppressions/{channel}/{address}"),
+    ("POST", "/unsubscribe-links"),
+    // Open.
+    ("GET", "/unsubscribe/{token}"),
+    ("POST", "/unsubscribe/{token}"),
+    ("GET", "/api/docs-json"),
+    ("GET", "/api/docs"),
+    ("GET", "/health"),
+];
+
 /// Routes by the scope they need: `/health`, the API documents and one-click unsubscribe
 /// are open; a client key may create, read, list and cancel notifications and manage its
 /// recipients; redrive, metrics, providers and the suppression list need an operator key.
+/// Each route is listed in [`ROUTES`] and documented in `openapi.json`: change all three.
 pub fn router(state: AppState, routes: Routes) -> Router {
     let operator = from_fn_with_state(state.clone(), require_operator);
     let client = from_fn_with_state(state.clone(), require_client);
@@ -177,5 +212,77 @@ async fn authorize(
             ),
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeSet, HashMap};
+
+    use super::*;
+
+    /// `path` with every `{parameter}` filled in.
+    fn concrete(path: &str) -> String {
+        path.split('/')
+            .map(|segment| {
+                if segment.starts_with('{') {
+                    "x"
+                } else {
+                    segment
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Every listed route answers (neither the 404 fallback nor 405), and every other
+    /// method on a listed path is a 405: the list says exactly what the router serves on
+    /// these paths.
+    #[tokio::test]
+    async fn the_route_list_is_what_the_router_serves() {
+        let unique: BTreeSet<_> = ROUTES.iter().collect();
+        assert_eq!(unique.len(), ROUTES.len(), "a route is listed twice");
+
+        let config = Config::from_vars(HashMap::new()).expect("defaults");
+        // Nothing listens on port 1: a handler that reaches the database answers 503.
+        let pool =
+            crate::db::create_pool("postgres://postgres@127.0.0.1:1/none?sslmode=disable", 1)
+                .expect("pool");
+        let state = AppState::new(pool, &config, Authenticator::anonymous());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let server =
+            tokio::spawn(async move { axum::serve(listener, router(state, Routes::Full)).await });
+        let client = reqwest::Client::new();
+
+        let paths: BTreeSet<&str> = ROUTES.iter().map(|(_, path)| *path).collect();
+        for path in paths {
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+                let status = client
+                    .request(
+                        method.parse().expect("method"),
+                        format!("{base}{}", concrete(path)),
+                    )
+                    .send()
+                    .await
+                    .expect("reply")
+                    .status();
+                if ROUTES.contains(&(method, path)) {
+                    assert!(
+                        status != StatusCode::NOT_FOUND && status != StatusCode::METHOD_NOT_ALLOWED,
+                        "{method} {path} is in ROUTES but the router answers {status}"
+                    );
+                } else {
+                    assert_eq!(
+                        status,
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "{method} {path} is served: add it to ROUTES and to openapi.json"
+                    );
+                }
+            }
+        }
+        server.abort();
     }
 }
