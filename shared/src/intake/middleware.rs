@@ -42,13 +42,16 @@ pub async fn around_request(request: Request, next: Next) -> Response {
             ApiError::internal().into_response()
         }
     };
-    // Errors become the envelope; a handler's own non-2xx body (the health check's 503)
-    // goes out as the handler wrote it.
+    // Errors become the envelope; a handler's own non-2xx body (the health check's 503,
+    // the page refusing a forged unsubscribe link) goes out as the handler wrote it.
     let own_body = response.extensions().get::<ErrorBody>().is_none()
         && response
             .headers()
             .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+            .is_some_and(|v| {
+                v.as_bytes().starts_with(b"application/json")
+                    || v.as_bytes().starts_with(b"text/html")
+            });
     if !response.status().is_success() && response.status() != StatusCode::NOT_MODIFIED && !own_body
     {
         response = render_error(response, &path, &request_id);

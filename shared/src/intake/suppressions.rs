@@ -128,7 +128,7 @@ pub async fn remove(
 }
 
 /// The address rule of `channel`, as intake checks recipients.
-fn check_address(channel: Channel, address: &str, problems: &mut Problems) {
+pub(super) fn check_address(channel: Channel, address: &str, problems: &mut Problems) {
     let (ok, rule) = match channel {
         Channel::Email => (is_email_address(address), "an email address"),
         Channel::Sms => (is_e164(address), "an E.164 phone number"),

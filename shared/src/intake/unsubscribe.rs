@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
+use super::suppressions::check_address;
 use super::validation::{is_category, is_recipient_id};
 use crate::audience::profiles;
 use crate::audience::suppressions::{self, ListReason};
@@ -101,10 +102,15 @@ pub async fn one_click(
             ),
         ));
     }
+    let scope = match unsubscribe.subject {
+        Subject::Profile { .. } => "CATEGORY",
+        Subject::Address(_) => "ADDRESS",
+    };
     Ok(Json(json!({
         "unsubscribed": true,
         "channel": unsubscribe.channel,
         "category": unsubscribe.category,
+        "scope": scope,
     }))
     .into_response())
 }
@@ -145,21 +151,33 @@ pub async fn link(
             None
         }
     };
-    let recipient_id = object.get("recipientId").and_then(Value::as_str);
-    let address = object.get("address").and_then(Value::as_str);
+    let text = |field: &str, problems: &mut Problems| match object.get(field) {
+        None => None,
+        Some(Value::String(value)) => Some(value.as_str()),
+        Some(_) => {
+            problems.add(field, format!("{field} must be a string"));
+            None
+        }
+    };
+    let recipient_id = text("recipientId", &mut problems);
+    let address = text("address", &mut problems);
     match (recipient_id, address) {
         (Some(id), None) if !is_recipient_id(id) => problems.add(
             "recipientId",
             "recipientId must be 1 to 128 characters of A-Z, a-z, 0-9 and . _ : @ -",
         ),
         (None, Some(address)) => {
-            problems.text("address", address, 4096);
+            if problems.text("address", address, 4096)
+                && let Some(channel) = channel
+            {
+                check_address(channel, address, &mut problems);
+            }
         }
         (Some(_), None) => {}
-        _ => problems.add(
-            "recipientId",
-            "exactly one of recipientId and address is required",
-        ),
+        (Some(_), Some(_)) => problems.add("recipientId", "give recipientId or address, not both"),
+        // A value of the wrong type was reported above.
+        (None, None) if object.contains_key("recipientId") || object.contains_key("address") => {}
+        (None, None) => problems.add("recipientId", "one of recipientId and address is required"),
     }
     let (Some(channel), Some(category)) = (channel, category) else {
         return Err(ApiError::validation(problems.into_errors()));
@@ -228,6 +246,11 @@ fn wants_html(headers: &HeaderMap) -> bool {
 }
 
 fn what(unsubscribe: &Unsubscribe) -> String {
+    // A notification sent to a bare address has no person to hold preferences: its link
+    // puts the address on the suppression list, which stops every message to it.
+    if matches!(unsubscribe.subject, Subject::Address(_)) {
+        return "any messages at this address".to_string();
+    }
     if unsubscribe.category == "*" {
         "any marketing messages".to_string()
     } else {

@@ -201,6 +201,14 @@ async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
             .send(app.request(Method::GET, &format!("/unsubscribe/{bad}")))
             .await;
         assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}");
+        let kind = page
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok());
+        assert!(
+            kind.is_some_and(|k| k.starts_with("text/html")),
+            "a page: {kind:?}"
+        );
     }
     assert_eq!(stored_anything(&app).await, 0);
 }
@@ -352,5 +360,35 @@ async fn an_unsubscribe_during_a_slow_drain_stops_that_persons_remaining_sends()
         started.len() as i64,
         (PEOPLE * EACH) as i64 - suppressed,
         "everyone else got theirs"
+    );
+}
+
+#[tokio::test]
+async fn a_link_request_is_checked_like_any_other_body() {
+    let app = TestApp::spawn().await;
+    for body in [
+        json!({"channel": "SMS", "category": "*", "address": "0", "recipientId": {}}),
+        json!({"channel": "SMS", "category": "news", "address": "not-a-number"}),
+        json!({"channel": "EMAIL", "category": "news", "address": 7}),
+        json!({"channel": "EMAIL", "category": "news"}),
+        json!({"channel": "EMAIL", "category": "News", "recipientId": "ada"}),
+        json!({"channel": "EMAIL", "category": "news", "recipientId": "ada", "address": "a@example.com"}),
+    ] {
+        let (status, reply) = app
+            .send(app.request(Method::POST, "/unsubscribe-links").json(&body))
+            .await
+            .pair();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+    }
+    let token = unsubscribe_token(
+        &app,
+        json!({"channel": "SMS", "category": "news", "address": "+15555550100"}),
+    )
+    .await;
+    let (status, reply) = one_click(&app, &token).await;
+    assert_eq!(
+        (status, &reply["scope"]),
+        (StatusCode::OK, &json!("ADDRESS")),
+        "{reply}"
     );
 }
