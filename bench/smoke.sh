@@ -1,5 +1,5 @@
 #!/bin/sh
-# The benchmark's CI smoke test: every scenario (B1-B8) at a tiny size, one run, with
+# The benchmark's CI smoke test: every scenario (B1-B8, B11, M1) at a tiny size, one run, with
 # docs/BENCHMARKS.md left alone. About a minute once the release build is done.
 # Uses DATABASE_URL when set, else a private PostgreSQL.
 set -eu

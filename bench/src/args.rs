@@ -11,11 +11,15 @@ USAGE: cargo run --release --bin notify-bench -- [OPTIONS]
 
 OPTIONS:
   --size N          notifications per scenario (default 100000); every scenario scales
-                    with it: B1/B2/B5/B8 use N, B4 N/100 (at least 20), B3 runs
-                    15 s x N/100000 (at least 1 s)
+                    with it: B1/B2/B5/B8/B11 use N, B4 N/100 (at least 20), B3 runs
+                    15 s x N/100000 (at least 1 s); M1 stores 1,000,000 from N = 100000
+                    up, and 10 x N below (20,000 for the smoke test's --size 2000)
   --runs R          repetitions; figures are medians with min-max (default 3)
-  --only B2,B6,...  run only these scenarios (B6 and B7 also need the one-worker drain)
+  --only B2,B6,...  run only these scenarios, of B1-B8, B11 and M1 (B6 and B7 also need
+                    the one-worker drain; B11 is shown beside B2 and B8 when they run)
   --workers 1,2,4   worker-process counts for B2 (default 1,2,4)
+  --b11-concurrency K
+                    WORKER_CONCURRENCY of the B11 worker (default 64)
   --b1-inflight K   batch calls in flight during intake (default 2)
   --env KEY=VALUE   extra environment for every notify-local process (repeatable),
                     e.g. --env WORKER_BATCH_SIZE=500
@@ -25,8 +29,8 @@ OPTIONS:
 
 docs/BENCHMARKS.md, docs/benchmarks/latency.svg and docs/benchmarks/results.json are
 rewritten only by a complete run at the full size (--size 100000, no --only, no --env,
-no --workers) without --no-docs. Raw figures always go to target/bench/results.json, and
-any other run's report to target/bench/BENCHMARKS.md.
+no --workers, no --b11-concurrency) without --no-docs. Raw figures always go to
+target/bench/results.json, and any other run's report to target/bench/BENCHMARKS.md.
 
 DATABASE_URL: when set, each scenario creates and drops its own database
 notify_bench_<uuid> on that server; otherwise a private PostgreSQL is started under
@@ -44,12 +48,17 @@ pub struct Options {
     pub workers: Vec<usize>,
     pub workers_given: bool,
     pub b1_inflight: usize,
+    pub b11_concurrency: usize,
+    pub b11_concurrency_given: bool,
     pub extra_env: Vec<(String, String)>,
     pub build: bool,
     pub no_docs: bool,
 }
 
-pub const ALL: [&str; 8] = ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"];
+pub const ALL: [&str; 10] = ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B11", "M1"];
+
+/// Notifications M1 stores at the full size: the figure its target names.
+pub const METRICS_ROWS: u64 = 1_000_000;
 
 impl Options {
     /// `None` when help was asked for.
@@ -61,6 +70,8 @@ impl Options {
             workers: vec![1, 2, 4],
             workers_given: false,
             b1_inflight: 2,
+            b11_concurrency: 64,
+            b11_concurrency_given: false,
             extra_env: Vec::new(),
             build: true,
             no_docs: false,
@@ -99,7 +110,7 @@ impl Options {
                         .collect();
                     for id in &list {
                         if !ALL.contains(&id.as_str()) {
-                            bail!("--only: unknown scenario {id} (B1 to B8)");
+                            bail!("--only: unknown scenario {id} (B1 to B8, B11, M1)");
                         }
                     }
                     options.only = Some(list);
@@ -123,6 +134,15 @@ impl Options {
                     if options.b1_inflight == 0 || options.b1_inflight > 64 {
                         bail!("--b1-inflight: from 1 to 64");
                     }
+                }
+                "--b11-concurrency" => {
+                    options.b11_concurrency = value("--b11-concurrency")?
+                        .parse()
+                        .context("--b11-concurrency must be a positive integer")?;
+                    if options.b11_concurrency == 0 || options.b11_concurrency > 1000 {
+                        bail!("--b11-concurrency: from 1 to 1000");
+                    }
+                    options.b11_concurrency_given = true;
                 }
                 "--env" => {
                     let pair = value("--env")?;
@@ -160,12 +180,24 @@ impl Options {
             Some("--env changes the configuration".into())
         } else if self.workers_given {
             Some("--workers changes the B2 passes".into())
+        } else if self.b11_concurrency_given {
+            Some("--b11-concurrency changes the B11 worker".into())
         } else {
             None
         }
     }
 
-    /// Notifications in B1, B2, B5 and B8.
+    /// Notifications M1 stores: 1,000,000 from the full size up; below it, scaled down
+    /// in proportion (10 × `--size`) so that the smoke test stays short.
+    pub fn metrics_rows(&self) -> u64 {
+        if self.size >= FULL_SIZE {
+            METRICS_ROWS
+        } else {
+            METRICS_ROWS * self.size / FULL_SIZE
+        }
+    }
+
+    /// Notifications in B1, B2, B5, B8 and B11.
     pub fn bulk(&self) -> u64 {
         self.size
     }
@@ -179,5 +211,34 @@ impl Options {
     pub fn single_duration(&self) -> std::time::Duration {
         let seconds = 15.0 * self.size as f64 / FULL_SIZE as f64;
         std::time::Duration::from_secs_f64(seconds.clamp(1.0, 60.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Options;
+
+    fn parse(args: &[&str]) -> Options {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Options::parse(&args)
+            .expect("valid options")
+            .expect("not help")
+    }
+
+    #[test]
+    fn m1_stores_a_million_from_the_full_size_up_and_scales_below() {
+        assert_eq!(parse(&[]).metrics_rows(), 1_000_000);
+        assert_eq!(parse(&["--size", "250000"]).metrics_rows(), 1_000_000);
+        assert_eq!(parse(&["--size", "2000"]).metrics_rows(), 20_000);
+    }
+
+    #[test]
+    fn the_new_scenarios_are_selectable_and_b11_concurrency_keeps_the_docs() {
+        let options = parse(&["--only", "m1,B11", "--b11-concurrency", "32"]);
+        assert!(options.selected("M1") && options.selected("B11") && !options.selected("B2"));
+        assert_eq!(options.b11_concurrency, 32);
+        let options = parse(&["--b11-concurrency", "64"]);
+        assert!(options.docs_refusal().is_some());
+        assert!(parse(&[]).docs_refusal().is_none());
     }
 }

@@ -22,8 +22,28 @@ pub fn payload(i: u64) -> Value {
     json!({"template": "welcome", "name": "Ada", "n": i})
 }
 
+/// The payload of the `i`-th notification sent through SES (B11): what the SES provider
+/// needs, a subject and a text body.
+pub fn email_payload(i: u64) -> Value {
+    json!({
+        "subject": format!("Welcome, Ada ({i})"),
+        "text": format!("Hello Ada, this is message {i} of the benchmark."),
+    })
+}
+
 /// One create body. Every notification has its own recipient and key.
 pub fn item(prefix: &str, i: u64, priority: &str, when: When) -> Value {
+    item_with(prefix, i, priority, when, payload)
+}
+
+/// One create body with the payload `payload` makes for `i`.
+pub fn item_with(
+    prefix: &str,
+    i: u64,
+    priority: &str,
+    when: When,
+    payload: fn(u64) -> Value,
+) -> Value {
     let mut body = json!({
         "recipient": format!("{prefix}-{i}@bench.example"),
         "channel": "EMAIL",
@@ -41,15 +61,21 @@ pub fn item(prefix: &str, i: u64, priority: &str, when: When) -> Value {
     body
 }
 
-/// `n` notifications split into 20 calls (at most 5,000 each), serialised in advance.
-pub fn batch_bodies(prefix: &str, n: u64, priority: &str) -> anyhow::Result<Vec<(u64, Vec<u8>)>> {
+/// `n` notifications split into 20 calls (at most 5,000 each), serialised in advance;
+/// `payload` makes each one's payload.
+pub fn batch_bodies(
+    prefix: &str,
+    n: u64,
+    priority: &str,
+    payload: fn(u64) -> Value,
+) -> anyhow::Result<Vec<(u64, Vec<u8>)>> {
     let per_call = n.div_ceil(20).clamp(1, 5000);
     let mut bodies = Vec::new();
     let mut start = 0;
     while start < n {
         let end = (start + per_call).min(n);
         let items: Vec<Value> = (start..end)
-            .map(|i| item(prefix, i, priority, When::Tomorrow))
+            .map(|i| item_with(prefix, i, priority, When::Tomorrow, payload))
             .collect();
         bodies.push((
             end - start,
@@ -153,7 +179,7 @@ async fn post_json(
 mod tests {
     #[test]
     fn bodies_split_into_twenty_calls() {
-        let bodies = super::batch_bodies("t", 2000, "LOW").expect("bodies");
+        let bodies = super::batch_bodies("t", 2000, "LOW", super::payload).expect("bodies");
         assert_eq!(bodies.len(), 20);
         assert_eq!(bodies.iter().map(|b| b.0).sum::<u64>(), 2000);
         assert_eq!(super::occurrences(b"aXbXX", b"X"), 3);

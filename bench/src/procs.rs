@@ -52,6 +52,17 @@ impl Launcher {
         database_url: &str,
         tag: &str,
     ) -> anyhow::Result<Process> {
+        self.start_with(role, database_url, tag, &[]).await
+    }
+
+    /// [`Launcher::start`] with a scenario's own environment, applied last.
+    pub async fn start_with(
+        &self,
+        role: Role,
+        database_url: &str,
+        tag: &str,
+        env: &[(String, String)],
+    ) -> anyhow::Result<Process> {
         let mut command = Command::new(&self.binary);
         command
             .env_clear()
@@ -63,6 +74,7 @@ impl Launcher {
             .env("MOCK_FAILURE_RATE", "0")
             .env("RUST_LOG", "info")
             .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

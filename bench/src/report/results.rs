@@ -7,6 +7,8 @@ use crate::scenarios::drain::{DrainPass, StartTimes};
 use crate::scenarios::floor::Floor;
 use crate::scenarios::intake::Single;
 use crate::scenarios::latency::{Idle, Isolation};
+use crate::scenarios::metrics::MetricsScale;
+use crate::scenarios::real::RealDrain;
 use crate::sys::Machine;
 
 /// The figures of one run: every scenario selected, once.
@@ -19,6 +21,10 @@ pub struct RunResult {
     pub isolation: Option<Isolation>,
     pub start: Option<StartTimes>,
     pub floors: Vec<Floor>,
+    /// B11: the one-worker drain through SES (the stand-in).
+    pub real_provider: Option<RealDrain>,
+    /// M1: `GET /metrics` over 1,000,000 stored notifications.
+    pub metrics: Option<MetricsScale>,
 }
 
 impl RunResult {
@@ -34,16 +40,20 @@ impl RunResult {
         })
     }
 
-    /// B2 with one worker ÷ the best bare floor at the worker's batch size (100).
-    pub fn drain_over_floor(&self) -> Option<f64> {
-        let drain = self.drain(1)?.drain_per_s;
-        let floor = [1, 2]
+    /// The best bare floor at the worker's batch size (100), over one and two connections.
+    pub fn best_floor_100(&self) -> Option<f64> {
+        [1, 2]
             .iter()
             .filter_map(|&c| self.floor(100, c, false).map(|f| f.per_s))
             .fold(None, |best: Option<f64>, v| {
                 Some(best.map_or(v, |b| b.max(v)))
-            })?;
-        Some(drain / floor)
+            })
+    }
+
+    /// B2 with one worker ÷ the best bare floor at the worker's batch size (100).
+    pub fn drain_over_floor(&self) -> Option<f64> {
+        let drain = self.drain(1)?.drain_per_s;
+        Some(drain / self.best_floor_100()?)
     }
 }
 

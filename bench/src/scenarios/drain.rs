@@ -53,6 +53,7 @@ pub async fn drain_pass(ctx: &Ctx, run: u32, workers: usize) -> anyhow::Result<D
         &prefix,
         n,
         "NORMAL",
+        crate::load::payload,
     )
     .await?;
     api.stop(STOP_GRACE).await;
@@ -72,21 +73,7 @@ pub async fn drain_pass(ctx: &Ctx, run: u32, workers: usize) -> anyhow::Result<D
         n,
         "sent",
     );
-    let deadline = Instant::now() + ctx.drain_timeout(n);
-    let mut polls = 0u64;
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        polls += 1;
-        if polls.is_multiple_of(4) {
-            progress.update(finished(&client).await?);
-        }
-        if !any_open(&client, "true").await? {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the drain did not finish within {:?}", ctx.drain_timeout(n));
-        }
-    }
+    wait_drained(ctx, &client, n, &mut progress).await?;
     let after = sys::snapshot(&pids, ctx.postmaster);
     let peak_rss = processes
         .iter()
@@ -122,6 +109,31 @@ pub async fn drain_pass(ctx: &Ctx, run: u32, workers: usize) -> anyhow::Result<D
         cpu: sys::cpu_use(before, after, drain_s),
         storage,
     })
+}
+
+/// Waits until no notification is PENDING or PROCESSING: completion is polled every
+/// 250 ms, progress (the outbox's count) every second; fails after the drain timeout.
+pub(super) async fn wait_drained(
+    ctx: &Ctx,
+    client: &tokio_postgres::Client,
+    n: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + ctx.drain_timeout(n);
+    let mut polls = 0u64;
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        polls += 1;
+        if polls.is_multiple_of(4) {
+            progress.update(finished(client).await?);
+        }
+        if !any_open(client, "true").await? {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the drain did not finish within {:?}", ctx.drain_timeout(n));
+        }
+    }
 }
 
 /// B7: the size of the tables (with their indexes) right after a drain.

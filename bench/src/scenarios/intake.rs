@@ -15,7 +15,8 @@ use crate::procs::{Process, Role};
 use crate::stats::{self, Latency, Progress};
 use crate::sys::{self, CpuUse};
 
-/// Loads `n` notifications due tomorrow through `POST /notifications/batch`.
+/// Loads `n` notifications due tomorrow through `POST /notifications/batch`, each with
+/// the payload `payload` makes.
 pub(super) async fn load_bulk(
     ctx: &Ctx,
     api: &Process,
@@ -23,8 +24,9 @@ pub(super) async fn load_bulk(
     prefix: &str,
     n: u64,
     priority: &str,
+    payload: fn(u64) -> serde_json::Value,
 ) -> anyhow::Result<Duration> {
-    let bodies = load::batch_bodies(prefix, n, priority)?;
+    let bodies = load::batch_bodies(prefix, n, priority, payload)?;
     let mut progress = Progress::new(label, n, "stored");
     let took = load::post_batches(
         &ctx.http,

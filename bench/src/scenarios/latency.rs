@@ -148,6 +148,7 @@ pub async fn isolation(ctx: &Ctx, run: u32) -> anyhow::Result<Isolation> {
         &format!("b5l-{}", short_id()),
         n,
         "LOW",
+        load::payload,
     )
     .await?;
     let workers = ctx.workers(1, &db, &tag).await?;

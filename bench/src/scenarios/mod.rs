@@ -1,13 +1,18 @@
 //! The scenarios, which drive real `notify-local` processes: the context they share, the
 //! helpers that start and stop processes, and the order one run takes them in. Each
-//! family has its own module: intake (B1/B3), drain (B2/B6/B7), latency (B4/B5) and
-//! floor (B8); `queries` holds the SQL that releases, watches and measures the queue.
+//! family has its own module: intake (B1/B3), drain (B2/B6/B7), latency (B4/B5), floor
+//! (B8), real (B11, the drain through SES) and metrics (M1, with `seed` the SQL that
+//! fills its database); `queries` holds the SQL that releases, watches and measures the
+//! queue.
 
 pub mod drain;
 pub mod floor;
 pub mod intake;
 pub mod latency;
+pub mod metrics;
 mod queries;
+pub mod real;
+pub mod seed;
 
 use std::time::Duration;
 
@@ -31,9 +36,24 @@ pub struct Ctx {
 impl Ctx {
     /// Starts `n` worker processes, then leaves them alone for [`SETTLE`].
     async fn workers(&self, n: usize, db: &FreshDb, tag: &str) -> anyhow::Result<Vec<Process>> {
+        self.workers_with(n, db, tag, &[]).await
+    }
+
+    /// [`Ctx::workers`] with the scenario's own environment.
+    async fn workers_with(
+        &self,
+        n: usize,
+        db: &FreshDb,
+        tag: &str,
+        env: &[(String, String)],
+    ) -> anyhow::Result<Vec<Process>> {
         let mut workers = Vec::with_capacity(n);
         for _ in 0..n {
-            workers.push(self.launcher.start(Role::Worker, &db.url, tag).await?);
+            workers.push(
+                self.launcher
+                    .start_with(Role::Worker, &db.url, tag, env)
+                    .await?,
+            );
         }
         tokio::time::sleep(SETTLE).await;
         Ok(workers)
@@ -81,6 +101,10 @@ pub async fn one_run(ctx: &Ctx, run: u32) -> anyhow::Result<RunResult> {
             result.floors.push(floor::floor(ctx, run, variant).await?);
         }
     }
+    // B11 is read beside them, so it follows at once.
+    if o.selected("B11") {
+        result.real_provider = Some(real::real_drain(ctx, run).await?);
+    }
     for workers in worker_counts {
         result
             .drains
@@ -97,6 +121,9 @@ pub async fn one_run(ctx: &Ctx, run: u32) -> anyhow::Result<RunResult> {
     }
     if o.selected("B6") {
         result.start = Some(drain::start_times(ctx, run).await?);
+    }
+    if o.selected("M1") {
+        result.metrics = Some(metrics::metrics_scale(ctx, run).await?);
     }
     Ok(result)
 }

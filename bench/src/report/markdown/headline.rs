@@ -1,4 +1,5 @@
-//! "Results": the summary rows B1–B8 against their targets and notifyd's figures.
+//! "Results": the summary rows B1–B8, B11 and M1 against their targets and notifyd's
+//! figures.
 
 use std::fmt::Write as _;
 

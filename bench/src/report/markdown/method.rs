@@ -65,12 +65,42 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          - **B8**: described above; it runs right after the one-worker drain of the same run, \
          and the headline ratio divides that drain by the faster of the two bare floors at \
          batch 100. Neighbours' load still differs between the two; PostgreSQL CPU per \
-         notification (B2 and B8 tables) is the comparison they disturb least.\n",
+         notification (B2 and B8 tables) is the comparison they disturb least.",
         int(options.bulk() as f64),
         results.settings.intake_calls_in_flight,
         options.single_duration().as_secs_f64(),
         int(options.idle_count() as f64),
         int(options.bulk() as f64),
+    );
+    let _ = writeln!(
+        w,
+        "- **B11**: the one-worker B2 pass (same load, release and clock) with email sent for \
+         real through the SES provider, one `SendEmail` call through the AWS SDK per \
+         notification. The API and the worker run with `EMAIL_PROVIDER=ses`, \
+         `SES_FROM_ADDRESS=bench@example.com`, `AWS_REGION=us-east-1`, dummy credentials and \
+         `AWS_ENDPOINT_URL` pointing at a stand-in for SES v2 (`notify_local::aws_stub`) that \
+         notify-bench serves on 127.0.0.1 from its own process and that answers every call \
+         after {:.0} ms; the worker has `WORKER_CONCURRENCY={}`, enough calls in flight to \
+         cover that latency. Payloads carry `subject` and `text`, so intake's SES checks \
+         pass. It runs right after B8 and is shown beside the one-worker B2 drain and the \
+         best floor at batch 100 of the same run. Every notification must end SENT with the \
+         stand-in's message id, and the stand-in must have received exactly one call per \
+         notification; the bench process's CPU includes the stand-in's.\n\
+         - **M1**: a fresh database receives {} notifications from one `INSERT … SELECT … \
+         FROM generate_series` (1,000,000 from `--size 100000` up, 10 × `--size` below): \
+         created over 30 days, every channel, priority and class, 90% SENT with a message id, \
+         3% FAILED, 2% DEAD_LETTERED, 1.5% CANCELLED and 3.5% PENDING due up to a day ahead, \
+         one in 53 held back by the rate limit; then one webhook event per final notification \
+         (97% delivered, 1% given up, 2% waiting), the delivery-latency histogram filled as \
+         migration V7 fills it (an insert files no deliveries), and `ANALYZE`. The counts the \
+         triggers keep come from those single statements, so each sits in one shard. One \
+         `APP_ROLE=api` process then answers 3 untimed and 30 timed sequential `GET /metrics` \
+         (JSON), then the same with `?format=prometheus`, on one keep-alive HTTP client; \
+         latencies are client-side, p50 and p95 by nearest rank, and the headline is the \
+         slower format's p95. Every JSON answer must count every stored notification.\n",
+        crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
+        options.b11_concurrency,
+        int(options.metrics_rows() as f64),
     );
     let _ = writeln!(
         w,

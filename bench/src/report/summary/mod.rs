@@ -1,5 +1,8 @@
-//! The summary rows B1–B8: each scenario's headline figure over the runs, against its
-//! target and notifyd's figures.
+//! The summary rows B1–B8, B11 and M1: each scenario's headline figure over the runs,
+//! against its target and notifyd's figures (B11 and M1 have none).
+
+mod metrics;
+mod real;
 
 use std::fmt::Write as _;
 
@@ -34,7 +37,7 @@ fn row(
 
 const NOT_RUN: &str = "not run";
 
-/// One row per scenario, B1 to B8, over all runs.
+/// One row per scenario, B1 to B8, B11 and M1, over all runs.
 pub fn summarize(
     runs: &[RunResult],
     options: &Options,
@@ -284,5 +287,7 @@ pub fn summarize(
             "—",
         ),
     ));
+    rows.push(real::row(runs, options));
+    rows.push(metrics::row(runs, options));
     rows
 }
