@@ -1,53 +1,62 @@
 -- Claims up to $2 due notifications of channel $1 for worker $3 with a lease of $4 ms,
 -- in claim order: HIGH, then NORMAL, then LOW (transactional before bulk within one
 -- priority); within those the longest-due first, then the oldest. Each (class, priority)
--- is read from the top of the partial index notifications_claim_order, so future and
--- finished rows, and other channels' rows, are never scanned; an expired one is left to
--- the expiry step. The attempt is counted
--- here, so a notification that crashes every worker still runs out of attempts. Commits
+-- is read from the top of the partial index queue_claim_order, so future and finished
+-- rows, and other channels' rows, are never scanned; an expired one is left to the expiry
+-- step. The queue row and the notification row are both locked with SKIP LOCKED: a
+-- cancel or a redrive holding the notification is passed over, never waited for (they
+-- lock the notification first and the queue row second, through the trigger). The
+-- attempt is counted here, so a notification that crashes every worker still runs out
+-- of attempts. The queue row follows the update (trigger queue_follows_update). Commits
 -- on its own: no lock outlives it. (Channels whose provider is paced are claimed with
 -- claim_paced instead.)
 WITH ht AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 0 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED
 ),
 hb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 0 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 - (SELECT count(*) FROM ht) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nt AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 1 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 1 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lt AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 2 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) - (SELECT count(*) FROM lt) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 2 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) - (SELECT count(*) FROM lt) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nt
     UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lt UNION ALL SELECT id FROM lb

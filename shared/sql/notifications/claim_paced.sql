@@ -38,55 +38,61 @@ WITH health AS (
 ), budget AS (
     SELECT cap, own, bulk, least(cap, own + bulk) AS transactional FROM tokens
 ), ht AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0), 0) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 0 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nt AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht), 0) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 1 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lt AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'TRANSACTIONAL' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
-    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht) - (SELECT count(*) FROM nt), 0) FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 2 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
+    LIMIT greatest(coalesce((SELECT transactional FROM budget), 0) - (SELECT count(*) FROM ht) - (SELECT count(*) FROM nt), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 taken AS (
     SELECT (SELECT count(*) FROM ht) + (SELECT count(*) FROM nt) + (SELECT count(*) FROM lt) AS transactional
 ),
 hb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 0 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 0 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
-                             FROM budget, taken), 0), 0) FOR UPDATE SKIP LOCKED
+                             FROM budget, taken), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 1 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 1 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
-                             FROM budget, taken), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE SKIP LOCKED
+                             FROM budget, taken), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lb AS (
-    SELECT id FROM notifications
-    WHERE channel = $1 AND class = 'BULK' AND priority = 2 AND status = 'PENDING' AND next_attempt_at <= now()
-      AND attempt_count < max_attempts AND (expires_at IS NULL OR expires_at > now())
-    ORDER BY next_attempt_at, created_at
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'BULK' AND q.priority = 2 AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+    ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
                                           cap - taken.transactional)
-                             FROM budget, taken), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE SKIP LOCKED
+                             FROM budget, taken), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM nt UNION ALL SELECT id FROM lt
     UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lb

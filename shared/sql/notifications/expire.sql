@@ -1,11 +1,12 @@
 -- Turns up to $1 PENDING notifications whose expiresAt has passed into EXPIRED, soonest
--- expired first (read from the partial index notifications_expiry), each with its webhook
+-- expired first (read from the partial index queue_expiry), each with its webhook
 -- event in the same statement. The claim already skips them; this makes the final status
 -- visible and the event sent. Returns how many expired.
 WITH due AS (
-    SELECT id FROM notifications
-    WHERE status = 'PENDING' AND expires_at IS NOT NULL AND expires_at <= now()
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.status = 'PENDING' AND q.expires_at IS NOT NULL AND q.expires_at <= now()
+      AND n.status = 'PENDING'
+    ORDER BY q.expires_at LIMIT $1 FOR UPDATE OF q, n SKIP LOCKED
 ), expired AS (
     UPDATE notifications n
     SET status = 'EXPIRED', expired_at = now(), updated_at = now()

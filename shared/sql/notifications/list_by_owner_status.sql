@@ -1,12 +1,26 @@
 -- Newest first, strictly after the cursor ($3, $4), $5 rows (one more than a page tells
--- whether a next page exists). Served by notifications_list_by_owner_status.
-SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
-       attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
-       redrive_count, last_redriven_at, created_at, updated_at,
-       provider_message_id, class, category, recipient_id, expires_at, suppressed_at,
-       suppressed_reason, expired_at, quiet_hours_deferred_from
-FROM notifications
-WHERE owner_key_id = $1 AND status = $2
-  AND (created_at, id) < ($3, $4)
+-- whether a next page exists). An open status is read from queue_list_by_owner_status; a
+-- final one by walking notifications_list_by_owner newest first. Only the branch the
+-- status calls for runs.
+(SELECT n.id, n.idempotency_key, n.recipient, n.channel, n.priority, n.status, n.scheduled_at, n.next_attempt_at,
+       n.attempt_count, n.max_attempts, n.last_error, n.sent_at, n.failed_at, n.dead_lettered_at, n.cancelled_at,
+       n.redrive_count, n.last_redriven_at, n.created_at, n.updated_at,
+       n.provider_message_id, n.class, n.category, n.recipient_id, n.expires_at, n.suppressed_at,
+       n.suppressed_reason, n.expired_at, n.quiet_hours_deferred_from
+ FROM queue q JOIN notifications n ON n.id = q.id
+ WHERE $2 IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
+   AND q.owner_key_id = $1 AND q.status = $2 AND (q.created_at, q.id) < ($3, $4)
+ ORDER BY q.created_at DESC, q.id DESC
+ LIMIT $5)
+UNION ALL
+(SELECT n.id, n.idempotency_key, n.recipient, n.channel, n.priority, n.status, n.scheduled_at, n.next_attempt_at,
+       n.attempt_count, n.max_attempts, n.last_error, n.sent_at, n.failed_at, n.dead_lettered_at, n.cancelled_at,
+       n.redrive_count, n.last_redriven_at, n.created_at, n.updated_at,
+       n.provider_message_id, n.class, n.category, n.recipient_id, n.expires_at, n.suppressed_at,
+       n.suppressed_reason, n.expired_at, n.quiet_hours_deferred_from
+ FROM notifications n
+ WHERE $2 NOT IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
+   AND n.owner_key_id = $1 AND n.status = $2 AND (n.created_at, n.id) < ($3, $4)
+ ORDER BY n.created_at DESC, n.id DESC
+ LIMIT $5)
 ORDER BY created_at DESC, id DESC
-LIMIT $5

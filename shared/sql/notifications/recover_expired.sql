@@ -2,10 +2,11 @@
 -- text). A claim that expired on its final attempt gets one reconciliation attempt (the
 -- provider may have delivered; resending with the same key confirms it); a second expiry
 -- dead-letters it, with its webhook event in the same statement.
+-- Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
 WITH expired AS (
-    SELECT id FROM notifications
-    WHERE status = 'PROCESSING' AND lease_expires_at < now()
-    ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.status = 'PROCESSING' AND q.lease_expires_at < now() AND n.status = 'PROCESSING'
+    ORDER BY q.lease_expires_at LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED
 ), recovered AS (
     UPDATE notifications n
     SET status = CASE WHEN n.attempt_count >= n.max_attempts AND n.reconciliation_granted

@@ -1,16 +1,17 @@
 -- Redrives up to $8 notifications matching the filter ($1 status, $2 recipient, $3
 -- channel, $4 error text, $5 created before, $6 created after; NULL = any), oldest first,
 -- with a fresh set of $7 attempts. Rows another redrive holds are skipped, so concurrent
--- calls never redrive one twice. The filter is the same as count_matching's.
+-- calls never redrive one twice. The filter is the same as count_matching's; the status
+-- (FAILED or DEAD_LETTERED) is read from queue_list_by_status.
 WITH picked AS (
-    SELECT n.id FROM notifications n
-    WHERE n.status = $1
+    SELECT n.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.status = $1 AND n.status = $1
       AND ($2::text IS NULL OR n.recipient = $2)
       AND ($3::text IS NULL OR n.channel = $3)
       AND ($4::text IS NULL OR strpos(lower(coalesce(n.last_error, '')), lower($4)) > 0)
       AND ($5::timestamptz IS NULL OR n.created_at < $5)
       AND ($6::timestamptz IS NULL OR n.created_at > $6)
-    ORDER BY n.created_at, n.id LIMIT $8 FOR UPDATE SKIP LOCKED
+    ORDER BY q.created_at, q.id LIMIT $8 FOR UPDATE OF q, n SKIP LOCKED
 ), redriven AS (
     UPDATE notifications n
     SET status = 'PENDING', next_attempt_at = now(), attempt_count = 0, max_attempts = $7,

@@ -112,9 +112,12 @@ async fn bulk_traffic_never_takes_the_transactional_reservation() {
         "bulk: {} calls in 5 s, at most {busiest} in any second",
         times.len()
     );
+    // Tokens are taken at the claim; calls reach the stub a few milliseconds later, each
+    // after its own delay, so a one-second window of arrivals may hold a few calls whose
+    // tokens were taken just outside it: 10 % of slack, far below an unpaced 300.
     assert!(
-        busiest <= 60,
-        "{busiest} bulk calls in one second (30 + burst 30)"
+        busiest <= 66,
+        "{busiest} bulk calls in one second (30 + burst 30, + 10 % arrival jitter)"
     );
     assert!(
         times.len() <= 30 * 5 + 30,
