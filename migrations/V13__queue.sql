@@ -112,3 +112,15 @@ ALTER TABLE notifications SET (fillfactor = 70);
 ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_notification_id_fkey;
 ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_notification_id_fkey
     FOREIGN KEY (notification_id) REFERENCES notifications (id) ON DELETE CASCADE;
+
+-- Delivered and given-up webhook events are deleted by age, oldest first.
+CREATE INDEX webhook_events_age ON webhook_events (created_at);
+
+-- Rows the retention step deleted, per table; sharded by connection like the other
+-- counters, so sweepers purging at once do not queue on one row.
+CREATE TABLE retention_counts (
+    kind     text     NOT NULL CHECK (kind IN ('notifications', 'webhook_events')),
+    shard    smallint NOT NULL,
+    deleted  bigint   NOT NULL,
+    PRIMARY KEY (kind, shard)
+);

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod queue;
 pub mod ratelimit;
 pub mod redrive;
+pub mod retention;
 pub mod sql;
 pub mod stop;
 pub mod sweeper;

@@ -11,8 +11,8 @@ mod sections;
 pub use providers::{ChannelRate, CircuitConfig, ProviderChoice, ProvidersConfig};
 
 pub use sections::{
-    AppRole, DatabaseTimeouts, MockProviderConfig, RateLimitConfig, RetryPolicy, SchedulerConfig,
-    WebhookConfig, WorkerConfig,
+    AppRole, DatabaseTimeouts, MockProviderConfig, RateLimitConfig, RetentionConfig, RetryPolicy,
+    SchedulerConfig, WebhookConfig, WorkerConfig,
 };
 
 use std::collections::HashMap;
@@ -42,6 +42,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub providers: ProvidersConfig,
     pub audience: AudienceConfig,
+    pub retention: RetentionConfig,
 }
 
 /// Neither the database URL (it may carry a password) nor the webhook secret is shown.
@@ -62,6 +63,7 @@ impl fmt::Debug for Config {
             .field("scheduler", &self.scheduler)
             .field("providers", &self.providers)
             .field("audience", &self.audience)
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -174,6 +176,23 @@ impl Config {
             .unwrap_or_else(|| "notify-queue".into());
         let scheduler_role_arn = env.string("SCHEDULER_ROLE_ARN");
 
+        // Up to ten years; at least a minute, so a typo cannot delete what is being sent.
+        let retention_defaults = RetentionConfig::default();
+        let mut retention_window = |name: &str, default: Duration| {
+            Duration::from_secs(env.number(name, default.as_secs(), 60, 315_360_000))
+        };
+        let retention = RetentionConfig {
+            notifications: retention_window("RETENTION_SECONDS", retention_defaults.notifications),
+            dead_letters: retention_window(
+                "DLQ_RETENTION_SECONDS",
+                retention_defaults.dead_letters,
+            ),
+            webhook_events: retention_window(
+                "WEBHOOK_RETENTION_SECONDS",
+                retention_defaults.webhook_events,
+            ),
+        };
+
         let providers = providers::read(&mut env);
         let audience = audience::read(&mut env, port);
 
@@ -254,6 +273,7 @@ impl Config {
             },
             providers,
             audience,
+            retention,
         })
     }
 }

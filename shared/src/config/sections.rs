@@ -117,3 +117,28 @@ impl fmt::Debug for WebhookConfig {
             .finish()
     }
 }
+
+/// How long finished work is kept before the retention step deletes it. The idempotency
+/// window is the same as `notifications`: a key is remembered while its notification exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionConfig {
+    /// SENT, FAILED, CANCELLED, SUPPRESSED and EXPIRED notifications, counted from their
+    /// final transition (`RETENTION_SECONDS`, 30 days).
+    pub notifications: Duration,
+    /// DEAD_LETTERED notifications, kept longer so they can be redriven
+    /// (`DLQ_RETENTION_SECONDS`, 90 days).
+    pub dead_letters: Duration,
+    /// Delivered and given-up webhook events (`WEBHOOK_RETENTION_SECONDS`, 7 days).
+    pub webhook_events: Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        const DAY: u64 = 86_400;
+        RetentionConfig {
+            notifications: Duration::from_secs(30 * DAY),
+            dead_letters: Duration::from_secs(90 * DAY),
+            webhook_events: Duration::from_secs(7 * DAY),
+        }
+    }
+}

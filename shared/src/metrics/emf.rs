@@ -51,7 +51,7 @@ fn now_ms() -> i64 {
 }
 
 /// The counts a sweeper invocation reports.
-pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 9] {
+pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 11] {
     [
         ("Claimed", outcome.claimed),
         ("Sent", outcome.sent),
@@ -62,6 +62,8 @@ pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 9] {
         ("Recovered", outcome.recovered),
         ("Suppressed", outcome.suppressed),
         ("Expired", outcome.expired),
+        ("Purged", outcome.purged),
+        ("WebhookEventsPurged", outcome.webhook_events_purged),
     ]
 }
 

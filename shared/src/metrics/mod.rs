@@ -14,6 +14,7 @@ use crate::channel::{self, ChannelState};
 use crate::config::CircuitConfig;
 use crate::notification::Status;
 use crate::queue::stats::{self, LatencyHistogram};
+use crate::retention::{self, Deleted};
 use crate::webhook::outbox::{self, OutboxCounts};
 
 /// The JSON body of `GET /metrics`.
@@ -30,6 +31,8 @@ pub struct Summary {
     pub expired: i64,
     pub queue_lag_seconds: f64,
     pub webhooks: OutboxCounts,
+    /// Rows the retention step deleted so far.
+    pub retention: Deleted,
 }
 
 /// Everything one scrape reads from the database.
@@ -41,6 +44,7 @@ pub struct Snapshot {
     pub webhooks: OutboxCounts,
     /// Every channel's circuit, pause and budgets.
     pub channels: Vec<ChannelState>,
+    pub retention: Deleted,
 }
 
 impl Snapshot {
@@ -49,12 +53,13 @@ impl Snapshot {
         db: &impl GenericClient,
         circuit: &CircuitConfig,
     ) -> Result<Self, tokio_postgres::Error> {
-        let (breakdown, lag, latency, webhooks, channels) = tokio::join!(
+        let (breakdown, lag, latency, webhooks, channels, retention) = tokio::join!(
             stats::breakdown(db),
             stats::queue_lag_seconds(db),
             stats::delivery_latency(db),
             outbox::counts(db),
             channel::read(db, circuit),
+            retention::deleted_so_far(db),
         );
         Ok(Snapshot {
             breakdown: breakdown?,
@@ -62,6 +67,7 @@ impl Snapshot {
             latency: latency?,
             webhooks: webhooks?,
             channels: channels?,
+            retention: retention?,
         })
     }
 
@@ -84,6 +90,7 @@ impl Snapshot {
             expired: count(Status::Expired),
             queue_lag_seconds: self.queue_lag_seconds,
             webhooks: self.webhooks,
+            retention: self.retention,
         }
     }
 }

@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -68,6 +69,21 @@ impl Snapshot {
             "rate_limit_deferrals",
             "Times notifications were held back by the per-recipient rate limit",
             deferrals,
+        );
+
+        let retention_deleted = Family::<Labels, Counter>::default();
+        for (table, deleted) in [
+            ("notifications", self.retention.notifications_deleted),
+            ("webhook_events", self.retention.webhook_events_deleted),
+        ] {
+            retention_deleted
+                .get_or_create(&vec![("table".into(), table.into())])
+                .inc_by(deleted);
+        }
+        registry.register(
+            "retention_deleted",
+            "Rows deleted by the retention step so far, by table",
+            retention_deleted,
         );
 
         let lag = Gauge::<f64, AtomicU64>::default();

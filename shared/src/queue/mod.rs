@@ -8,6 +8,7 @@
 //! - [`record`]: the worker's results, and recovery of expired claims;
 //! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
 //! - [`stats`]: aggregates for metrics;
+//! - [`purge`]: retention, deleting what finished long ago;
 //! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`), and the
 //!   delivery time provider feedback reports.
 //!
@@ -18,6 +19,7 @@ mod attempts;
 mod cancel;
 mod claim;
 mod insert;
+mod purge;
 mod read;
 mod recheck;
 mod record;
@@ -28,6 +30,7 @@ pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
+pub use purge::purge;
 pub use read::{Cursor, ListFilter, ListPage, find, list};
 pub use recheck::{Stopped, expire, recheck};
 pub use record::{Disposition, RecordSummary, Recovered, Settled, record, recover_expired};

@@ -25,7 +25,8 @@ use tokio::sync::Semaphore;
 use crate::audience::address;
 use crate::backoff::{Random, ThreadRandom};
 use crate::config::{
-    AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig,
+    AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetentionConfig, RetryPolicy,
+    WorkerConfig,
 };
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
@@ -33,7 +34,7 @@ use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Gate, Provider};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
-use crate::{channel, ratelimit};
+use crate::{channel, ratelimit, retention};
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
@@ -59,6 +60,8 @@ pub struct Sweeper {
     circuit: CircuitConfig,
     /// The key of address hashes and unsubscribe links, and where the links point.
     audience: AudienceConfig,
+    /// How long finished work is kept.
+    retention: RetentionConfig,
     /// Deliveries in flight in this process: `WORKER_CONCURRENCY` places, shared by every
     /// lane.
     permits: Arc<Semaphore>,
@@ -66,6 +69,7 @@ pub struct Sweeper {
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
+    last_retention: Mutex<Option<Instant>>,
 }
 
 impl Sweeper {
@@ -82,6 +86,7 @@ impl Sweeper {
         .with_rate_limit(config.rate_limit)
         .with_circuit(config.providers.circuit)
         .with_audience(config.audience.clone())
+        .with_retention(config.retention)
     }
 
     /// The configured providers, with each paced channel's rate written to its token
@@ -136,10 +141,12 @@ impl Sweeper {
                 open_for: Duration::from_secs(30),
             },
             audience: AudienceConfig::development(),
+            retention: RetentionConfig::default(),
             recovery_interval: RECOVERY_INTERVAL,
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
+            last_retention: Mutex::new(None),
         }
     }
 
@@ -158,6 +165,12 @@ impl Sweeper {
     /// The key of address hashes and unsubscribe links, and where the links point.
     pub fn with_audience(mut self, audience: AudienceConfig) -> Self {
         self.audience = audience;
+        self
+    }
+
+    /// How long finished work is kept before the retention step deletes it.
+    pub fn with_retention(mut self, retention: RetentionConfig) -> Self {
+        self.retention = retention;
         self
     }
 
@@ -294,7 +307,8 @@ impl Sweeper {
     }
 
     /// The housekeeping a step does now and then: pruning old reservations, expiring
-    /// notifications past their `expiresAt`, recovering expired claims.
+    /// notifications past their `expiresAt`, recovering expired claims, deleting what
+    /// finished longer ago than the retention.
     async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
         if let Some(limit) = &self.rate_limit
@@ -306,6 +320,18 @@ impl Sweeper {
         if due(&self.last_expiry, EXPIRY_INTERVAL) {
             let db = self.pool.get().await?;
             outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
+        }
+        if due(&self.last_retention, retention::INTERVAL) {
+            let deleted = retention::step(&self.pool, &self.retention).await?;
+            outcome.purged += deleted.notifications_deleted;
+            outcome.webhook_events_purged += deleted.webhook_events_deleted;
+            if deleted != retention::Deleted::default() {
+                tracing::info!(
+                    notifications = deleted.notifications_deleted,
+                    webhook_events = deleted.webhook_events_deleted,
+                    "retention deleted finished work"
+                );
+            }
         }
         if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;

@@ -29,6 +29,11 @@ pub struct SweepOutcome {
     pub suppressed: u64,
     /// Past their `expiresAt`: marked EXPIRED by the expiry step or stopped at send.
     pub expired: u64,
+    /// Finished notifications deleted by the retention step (with their attempts and
+    /// webhook events).
+    pub purged: u64,
+    /// Delivered or given-up webhook events deleted by the retention step.
+    pub webhook_events_purged: u64,
     /// Some channel had a full batch due: more work is likely waiting.
     #[serde(skip)]
     pub full: bool,
@@ -48,6 +53,8 @@ impl AddAssign for SweepOutcome {
         self.refunded += other.refunded;
         self.suppressed += other.suppressed;
         self.expired += other.expired;
+        self.purged += other.purged;
+        self.webhook_events_purged += other.webhook_events_purged;
         self.full |= other.full;
     }
 }

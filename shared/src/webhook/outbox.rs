@@ -17,6 +17,7 @@ use crate::sql::{Statement, statement};
 const CLAIM: Statement = statement!("webhook_events/claim");
 const RECORD: Statement = statement!("webhook_events/record");
 const COUNTS: Statement = statement!("webhook_events/counts");
+const PURGE: Statement = statement!("webhook_events/purge");
 
 /// The `last_error` of an event whose lease expired on its final dispatch attempt.
 pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
@@ -193,4 +194,17 @@ pub async fn counts(db: &impl GenericClient) -> Result<OutboxCounts, tokio_postg
         delivered: row.try_get("delivered")?,
         given_up: row.try_get("given_up")?,
     })
+}
+
+/// Retention: deletes up to `limit` delivered or given-up events older than `age`, oldest
+/// first. Returns how many went.
+pub async fn purge(
+    db: &impl GenericClient,
+    age: Duration,
+    limit: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    let statement = PURGE.prepare(db).await?;
+    let age = i64::try_from(age.as_secs()).unwrap_or(i64::MAX);
+    let row = db.query_one(&statement, &[&age, &limit]).await?;
+    Ok(u64::try_from(row.try_get::<_, i64>("deleted")?).unwrap_or(0))
 }

@@ -47,6 +47,7 @@ fn counts(
         "deadLettered": dead_lettered, "cancelled": cancelled, "suppressed": suppressed,
         "expired": expired,
         "webhooks": {"pending": webhooks_pending, "delivered": delivered, "givenUp": given_up},
+        "retention": {"notificationsDeleted": 0, "webhookEventsDeleted": 0},
     })
 }
 

@@ -3,3 +3,4 @@
 
 mod metrics;
 mod redrive;
+mod retention;

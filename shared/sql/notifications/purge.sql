@@ -1,0 +1,30 @@
+-- Deletes up to $3 finished notifications: SENT, FAILED, CANCELLED, SUPPRESSED and EXPIRED
+-- ones whose final transition is more than $1 seconds old, DEAD_LETTERED ones more than
+-- $2 seconds old. Their attempts and webhook events go with them (ON DELETE CASCADE), the
+-- queue row with the trigger, the rate-limit reservation here; the deleted count is added
+-- to retention_counts. Walks notifications_list_all from the oldest: a notification is
+-- never final before it was created, so nothing created after the shorter cutoff is read.
+-- Rows another transaction holds are skipped, and the next step takes them.
+WITH cutoff AS (
+    SELECT now() - $1::int8 * interval '1 second' AS finished,
+           now() - $2::int8 * interval '1 second' AS dead_lettered
+), doomed AS (
+    SELECT n.id FROM notifications n, cutoff
+    WHERE n.created_at < greatest(cutoff.finished, cutoff.dead_lettered)
+      AND ((n.status IN ('SENT', 'FAILED', 'CANCELLED', 'SUPPRESSED', 'EXPIRED')
+            AND n.updated_at < cutoff.finished)
+           OR (n.status = 'DEAD_LETTERED' AND n.updated_at < cutoff.dead_lettered))
+    ORDER BY n.created_at, n.id
+    LIMIT $3 FOR UPDATE OF n SKIP LOCKED
+), deleted AS (
+    DELETE FROM notifications n USING doomed WHERE n.id = doomed.id RETURNING n.id
+), reservations AS (
+    DELETE FROM rate_limit_reservations r USING deleted WHERE r.notification_id = deleted.id
+), counted AS (
+    INSERT INTO retention_counts AS c (kind, shard, deleted)
+    SELECT 'notifications', (pg_backend_pid() % 64)::smallint, count(*) FROM deleted
+    HAVING count(*) > 0
+    ON CONFLICT ON CONSTRAINT retention_counts_pkey DO UPDATE
+    SET deleted = c.deleted + excluded.deleted
+)
+SELECT count(*) AS deleted FROM deleted
