@@ -137,36 +137,40 @@ pub(super) async fn wait_drained(
 }
 
 /// B7: the size of the tables (with their indexes) right after a drain.
+/// Every table a notification's life writes to.
+pub const STORED_TABLES: [&str; 6] = [
+    "notifications",
+    "queue",
+    "delivery_attempts",
+    "webhook_events",
+    "rate_limit_reservations",
+    "simulated_deliveries",
+];
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Storage {
     pub notifications: u64,
-    pub notifications_bytes: i64,
-    pub webhook_events_bytes: i64,
-    pub rate_limit_reservations_bytes: i64,
-    pub simulated_deliveries_bytes: i64,
+    /// `pg_total_relation_size` (heap, TOAST and indexes) of each of [`STORED_TABLES`].
+    pub tables: Vec<(String, i64)>,
     pub bytes_per_notification: f64,
-    /// Of `notifications_bytes`: the heap (main fork) and each index.
+    /// Of the `notifications` table: the heap (main fork) and each index.
     pub notifications_heap_bytes: i64,
     pub notifications_indexes: Vec<(String, i64)>,
 }
 
 async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
-    let row = client
-        .query_one(
-            "SELECT pg_total_relation_size('notifications'), pg_total_relation_size('webhook_events'),
-                    pg_total_relation_size('rate_limit_reservations'),
-                    pg_total_relation_size('simulated_deliveries'),
-                    (SELECT count(*) FROM notifications)",
-            &[],
-        )
-        .await?;
-    let sizes: [i64; 4] = [
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-    ];
-    let n: i64 = row.try_get(4)?;
+    let mut tables = Vec::new();
+    for table in STORED_TABLES {
+        let bytes: i64 = client
+            .query_one("SELECT pg_total_relation_size($1::text::regclass)", &[&table])
+            .await?
+            .try_get(0)?;
+        tables.push((table.to_string(), bytes));
+    }
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM notifications", &[])
+        .await?
+        .try_get(0)?;
     let heap: i64 = client
         .query_one("SELECT pg_relation_size('notifications')", &[])
         .await?
@@ -186,11 +190,9 @@ async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
         notifications_heap_bytes: heap,
         notifications_indexes: indexes,
         notifications: u64::try_from(n).unwrap_or(0),
-        notifications_bytes: sizes[0],
-        webhook_events_bytes: sizes[1],
-        rate_limit_reservations_bytes: sizes[2],
-        simulated_deliveries_bytes: sizes[3],
-        bytes_per_notification: sizes.iter().sum::<i64>() as f64 / n.max(1) as f64,
+        bytes_per_notification: tables.iter().map(|(_, b)| b).sum::<i64>() as f64
+            / n.max(1) as f64,
+        tables,
     })
 }
 

@@ -38,10 +38,11 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          own set this way; the B1 figure is the load before the one-worker drain.\n\
          - **B2**: the API process is stopped, N `APP_ROLE=worker` processes are started and \
          left idle for a second, then one transaction runs `UPDATE notifications SET \
-         scheduled_at = now(), next_attempt_at = now() WHERE status = 'PENDING'` and \
+         scheduled_at = now(), next_attempt_at = now()` on every PENDING one (found through \
+         the queue table) and \
          `pg_notify` on the wake-up channel (what intake sends for work due now). The clock \
          starts at its commit and stops at the last `sent_at`; completion (no PENDING or \
-         PROCESSING row, probed through the partial indexes) is polled every 250 ms and \
+         PROCESSING row in the queue table) is polled every 250 ms and \
          progress (`count(*)` of the outbox) every second, so that watching costs the drain \
          little.\n\
          - **B3**: {:.0} s measured after a 1 s warm-up, 8 client tasks in a closed loop on one \
@@ -59,8 +60,9 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          one-worker B2 drain; start → ready = spawn until `/health` answers 200, median of 5 \
          per role, database already running and migrated; sizes of the stripped release \
          binaries.\n\
-         - **B7**: `pg_total_relation_size` of `notifications`, `webhook_events`, \
-         `rate_limit_reservations` and `simulated_deliveries` right after the one-worker drain \
+         - **B7**: `pg_total_relation_size` of every table a notification writes to \
+         (`notifications`, `queue`, `delivery_attempts`, `webhook_events`, \
+         `rate_limit_reservations`, `simulated_deliveries`) right after the one-worker drain \
          (no VACUUM), divided by the number of notifications.\n\
          - **B8**: described above; it runs right after the one-worker drain of the same run, \
          and the headline ratio divides that drain by the faster of the two bare floors at \

@@ -223,16 +223,25 @@ pub fn summarize(
     let detail = runs.iter().rev().find_map(|r| r.drain(1)).map(|d| {
         let per = |b: i64| int(b as f64 / d.storage.notifications.max(1) as f64);
         let index_bytes: i64 = d.storage.notifications_indexes.iter().map(|(_, b)| b).sum();
-        format!(
-            " (notifications {} [heap {}, {} indexes {}] + webhook_events {} + reservations {} + simulated_deliveries {})",
-            per(d.storage.notifications_bytes),
-            per(d.storage.notifications_heap_bytes),
-            d.storage.notifications_indexes.len(),
-            per(index_bytes),
-            per(d.storage.webhook_events_bytes),
-            per(d.storage.rate_limit_reservations_bytes),
-            per(d.storage.simulated_deliveries_bytes)
-        )
+        let tables: Vec<String> = d
+            .storage
+            .tables
+            .iter()
+            .map(|(table, bytes)| {
+                if table == "notifications" {
+                    format!(
+                        "{table} {} [heap {}, {} indexes {}]",
+                        per(*bytes),
+                        per(d.storage.notifications_heap_bytes),
+                        d.storage.notifications_indexes.len(),
+                        per(index_bytes)
+                    )
+                } else {
+                    format!("{table} {}", per(*bytes))
+                }
+            })
+            .collect();
+        format!(" ({})", tables.join(" + "))
     });
     rows.push(row(
         "B7",
