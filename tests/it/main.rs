@@ -14,6 +14,7 @@ mod concurrency;
 mod database;
 mod delivery;
 mod logs;
+mod migration;
 mod operations;
 mod processes;
 mod properties;

@@ -162,7 +162,10 @@ async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
     let mut tables = Vec::new();
     for table in STORED_TABLES {
         let bytes: i64 = client
-            .query_one("SELECT pg_total_relation_size($1::text::regclass)", &[&table])
+            .query_one(
+                "SELECT pg_total_relation_size($1::text::regclass)",
+                &[&table],
+            )
             .await?
             .try_get(0)?;
         tables.push((table.to_string(), bytes));
@@ -190,8 +193,7 @@ async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
         notifications_heap_bytes: heap,
         notifications_indexes: indexes,
         notifications: u64::try_from(n).unwrap_or(0),
-        bytes_per_notification: tables.iter().map(|(_, b)| b).sum::<i64>() as f64
-            / n.max(1) as f64,
+        bytes_per_notification: tables.iter().map(|(_, b)| b).sum::<i64>() as f64 / n.max(1) as f64,
         tables,
     })
 }

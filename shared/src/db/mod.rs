@@ -188,12 +188,23 @@ where
 /// Applies pending migrations. Several processes may start at once: an advisory lock lets
 /// exactly one of them migrate while the others wait, then find nothing left to do.
 pub async fn migrate(url: &str) -> anyhow::Result<()> {
+    run_migrations(url, refinery::Target::Latest).await
+}
+
+/// Applies migrations up to and including `version` only: the upgrade tests build a
+/// database as an older release left it, then migrate it to the latest.
+pub async fn migrate_up_to(url: &str, version: i32) -> anyhow::Result<()> {
+    run_migrations(url, refinery::Target::Version(version)).await
+}
+
+async fn run_migrations(url: &str, target: refinery::Target) -> anyhow::Result<()> {
     let mut client = connect(url).await?;
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
         .await
         .context("cannot take the migration lock")?;
     let result = embedded_migrations::migrations::runner()
+        .set_target(target)
         .run_async(&mut client)
         .await
         .context("migration failed");

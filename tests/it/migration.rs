@@ -1,0 +1,110 @@
+//! Upgrading a database an older release left: every row keeps its state, and the work
+//! that was open is found by the new schema's claim, recovery and listings.
+
+use notify_shared::db;
+use notify_shared::domain::Channel;
+use notify_shared::queue::{self, ClaimMode};
+use notify_tests::db::server_url;
+use std::time::Duration;
+
+/// The last migration before the queue table.
+const BEFORE_QUEUE: i32 = 12;
+
+#[tokio::test]
+async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_claimable() {
+    let admin_url = server_url();
+    let name = format!("notify_upgrade_{}", uuid::Uuid::new_v4().simple());
+    let admin = db::connect(&admin_url).await.expect("connect");
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .expect("create");
+    let url = notify_local::scratch::with_database(&admin_url, &name);
+    db::migrate_up_to(&url, BEFORE_QUEUE)
+        .await
+        .expect("old schema");
+
+    let old = db::connect(&url).await.expect("connect");
+    // One notification in every status, each with the columns its constraints require.
+    old.batch_execute(
+        "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+             priority, payload, status, scheduled_at, next_attempt_at, attempt_count,
+             max_attempts, claim_token, claimed_by, lease_expires_at, sent_at, failed_at,
+             dead_lettered_at, cancelled_at, suppressed_at, suppressed_reason, expired_at,
+             expires_at, created_at)
+         SELECT gen_random_uuid(), s, repeat('0', 64), s || '@example.com', 'EMAIL', 1, '{}', s,
+                now() - interval '1 minute',
+                CASE WHEN s = 'PENDING' THEN now() - interval '1 minute' ELSE now() END,
+                CASE WHEN s IN ('PENDING', 'CANCELLED', 'SUPPRESSED', 'EXPIRED') THEN 0 ELSE 1 END,
+                6,
+                CASE WHEN s = 'PROCESSING' THEN gen_random_uuid() END,
+                CASE WHEN s = 'PROCESSING' THEN 'old-worker' END,
+                CASE WHEN s = 'PROCESSING' THEN now() - interval '1 second' END,
+                CASE WHEN s = 'SENT' THEN now() END,
+                CASE WHEN s = 'FAILED' THEN now() END,
+                CASE WHEN s = 'DEAD_LETTERED' THEN now() END,
+                CASE WHEN s = 'CANCELLED' THEN now() END,
+                CASE WHEN s = 'SUPPRESSED' THEN now() END,
+                CASE WHEN s = 'SUPPRESSED' THEN 'CATEGORY_OPT_OUT' END,
+                CASE WHEN s = 'EXPIRED' THEN now() END,
+                CASE WHEN s = 'EXPIRED' THEN now() - interval '1 second' END,
+                now() - interval '1 hour'
+         FROM unnest(ARRAY['PENDING', 'PROCESSING', 'SENT', 'FAILED', 'DEAD_LETTERED',
+                           'CANCELLED', 'SUPPRESSED', 'EXPIRED']) AS s",
+    )
+    .await
+    .expect("rows of the old release");
+    let snapshot = "SELECT string_agg(concat_ws('|', id, status, attempt_count, max_attempts,
+                           claim_token, lease_expires_at, next_attempt_at, sent_at, failed_at,
+                           dead_lettered_at, cancelled_at, suppressed_reason, expired_at),
+                           E'\\n' ORDER BY idempotency_key) FROM notifications";
+    let before: String = old.query_one(snapshot, &[]).await.expect("before").get(0);
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let new = db::connect(&url).await.expect("connect");
+    let after: String = new.query_one(snapshot, &[]).await.expect("after").get(0);
+    assert_eq!(after, before, "every row and its state survive the upgrade");
+
+    let queued: String = new
+        .query_one(
+            "SELECT string_agg(q.status, ',' ORDER BY q.status) FROM queue q
+             JOIN notifications n ON n.id = q.id AND n.status = q.status
+             AND n.next_attempt_at = q.next_attempt_at
+             AND n.lease_expires_at IS NOT DISTINCT FROM q.lease_expires_at",
+            &[],
+        )
+        .await
+        .expect("queue")
+        .get(0);
+    assert_eq!(
+        queued, "DEAD_LETTERED,FAILED,PENDING,PROCESSING",
+        "exactly the open notifications are queued, mirrored"
+    );
+
+    // The pending one is claimed, the expired claim is recovered.
+    let pool = db::create_pool(&url, 1).expect("pool");
+    let conn = pool.get().await.expect("pooled connection");
+    let claimed = queue::claim(
+        &conn,
+        Channel::Email,
+        ClaimMode::Free,
+        "new-worker",
+        10,
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let recovered = queue::recover_expired(&conn, Duration::from_secs(60), 10)
+        .await
+        .expect("recover");
+    assert_eq!(recovered.requeued, 1);
+    drop(conn);
+    pool.close();
+    drop(new);
+    drop(admin);
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}
