@@ -169,6 +169,8 @@ impl Config {
         let webhook_secret = env.string("WEBHOOK_SECRET");
         let webhook_timeout_ms = env.number("WEBHOOK_TIMEOUT_MS", 5000u64, 1, 600_000);
         let webhook_max_attempts = env.number("WEBHOOK_MAX_ATTEMPTS", 10u64, 1, 100) as i32;
+        let webhook_allow_http = env.flag("ALLOW_HTTP_WEBHOOKS");
+        let webhook_allow_private = env.flag("ALLOW_PRIVATE_WEBHOOKS").unwrap_or(false);
         let scheduler_group = env
             .string("SCHEDULER_GROUP_NAME")
             .unwrap_or_else(|| "notify-queue".into());
@@ -247,6 +249,8 @@ impl Config {
                 signing_key,
                 timeout: Duration::from_millis(webhook_timeout_ms),
                 max_attempts: webhook_max_attempts,
+                allow_http: webhook_allow_http,
+                allow_private: webhook_allow_private,
             },
             scheduler: SchedulerConfig {
                 group: scheduler_group,
