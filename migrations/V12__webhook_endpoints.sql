@@ -30,15 +30,12 @@ CREATE INDEX webhook_endpoints_by_owner ON webhook_endpoints (owner_key_id, crea
 -- endpoint_id: where this row goes (NULL: the default WEBHOOK_URL). No foreign key: a
 -- deleted endpoint leaves its history, and the drainer gives its pending rows up.
 -- event_id: the eventId a fan-out copy carries (the original row's id), so every endpoint
--- receives the same eventId. routed_at: when the drainer decided the destination; rows
--- are claimed only once routed.
+-- receives the same eventId. routed_at: when the drainer decided the destination; PENDING
+-- rows are claimed only once routed.
 ALTER TABLE webhook_events
     ADD COLUMN endpoint_id uuid,
     ADD COLUMN event_id    uuid,
     ADD COLUMN routed_at   timestamptz;
-
--- Rows in flight now were claimed for the default URL before endpoints existed.
-UPDATE webhook_events SET routed_at = now() WHERE dispatch_state = 'DISPATCHING';
 
 -- The routing step reads new events without walking the routed backlog.
 CREATE INDEX webhook_events_unrouted ON webhook_events (next_dispatch_at)

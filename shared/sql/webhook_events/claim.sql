@@ -8,7 +8,8 @@
 -- last_error $4 rather than sent again, so an event that kills every drainer still runs
 -- out of attempts.
 --
--- Only routed events are claimed (see route.sql). Each comes with its destination: the
+-- Only routed events are claimed (see route.sql; a DISPATCHING one was routed, or claimed
+-- before routing existed, for the default URL). Each comes with its destination: the
 -- endpoint's URL and secrets (the previous one while it still signs), or none for the
 -- default URL; endpoint_found is false when its endpoint was deleted since.
 WITH due AS (
@@ -17,7 +18,7 @@ WITH due AS (
     FROM webhook_events
     WHERE dispatch_state IN ('PENDING', 'DISPATCHING') AND next_dispatch_at <= now()
       AND (dispatch_state = 'PENDING' OR lease_expires_at <= now())
-      AND routed_at IS NOT NULL
+      AND (routed_at IS NOT NULL OR dispatch_state = 'DISPATCHING')
     ORDER BY next_dispatch_at LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_events e

@@ -4,10 +4,10 @@
 -- those, only endpoints subscribed to the event's type: the row itself takes the first,
 -- a copy carrying the same event_id is written for each other one.
 --
--- With no endpoint at all the row goes to the default URL when one is configured ($2);
--- otherwise it waits, unrouted and never due, as events did before any URL was set. When
--- endpoints exist but none subscribes to the type, nothing is sent: the row is closed as
--- DELIVERED with no attempt and last_error $3.
+-- With no endpoint at all the row goes to the default URL when one is configured ($2).
+-- Otherwise nothing is sent: the row is closed as DELIVERED with no attempt, last_error $3
+-- when endpoints exist but none subscribes to the type, $4 when there is none and no
+-- default URL either.
 WITH batch AS (
     SELECT e.id, e.type, e.notification_id, e.status, e.attempt_count, e.body, e.occurred_at,
            coalesce(n.owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS owner
@@ -50,17 +50,14 @@ decisions AS (
 )
 UPDATE webhook_events e
 SET endpoint_id = d.endpoint_id,
-    routed_at = CASE WHEN d.endpoint_id IS NOT NULL OR d.has_endpoints OR $2 THEN now() END,
-    next_dispatch_at = CASE
-        WHEN d.endpoint_id IS NULL AND NOT d.has_endpoints AND NOT $2 THEN 'infinity'
-        ELSE e.next_dispatch_at END,
-    dispatch_state = CASE WHEN d.endpoint_id IS NULL AND d.has_endpoints THEN 'DELIVERED'
-                          ELSE e.dispatch_state END,
-    delivered_at = CASE WHEN d.endpoint_id IS NULL AND d.has_endpoints THEN now() END,
-    last_error = CASE WHEN d.endpoint_id IS NULL AND d.has_endpoints THEN $3
-                      ELSE e.last_error END
-FROM decisions d
+    routed_at = now(),
+    dispatch_state = CASE WHEN d.closed THEN 'DELIVERED' ELSE e.dispatch_state END,
+    delivered_at = CASE WHEN d.closed THEN now() END,
+    last_error = CASE WHEN NOT d.closed THEN e.last_error
+                      WHEN d.has_endpoints THEN $3 ELSE $4 END
+FROM (SELECT id, endpoint_id, has_endpoints,
+             endpoint_id IS NULL AND (has_endpoints OR NOT $2) AS closed
+      FROM decisions) d
 WHERE e.id = d.id
-RETURNING e.id, e.endpoint_id, e.routed_at IS NOT NULL AS routed,
-          e.dispatch_state = 'DELIVERED' AS unsubscribed,
+RETURNING e.id, e.endpoint_id, d.closed, d.has_endpoints,
           (SELECT count(*) FROM copies) AS copies

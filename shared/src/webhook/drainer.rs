@@ -78,7 +78,7 @@ pub struct WebhookDrainer {
 
 impl WebhookDrainer {
     /// The drainer of the registered endpoints and of `WEBHOOK_URL` when it is set (without
-    /// it, events of clients with no endpoint stay in the outbox). A malformed URL fails
+    /// it, events of clients with no endpoint are closed unsent). A malformed URL fails
     /// here, at start-up.
     pub fn from_config(pool: &Pool, config: &Config) -> anyhow::Result<Self> {
         let default = match &config.webhook.url {
@@ -231,10 +231,10 @@ impl WebhookDrainer {
         let claim = {
             let db = self.pool.get().await?;
             let routed = outbox::route(&db, self.batch_size, self.default.is_some()).await?;
-            if routed.waiting > 0 {
+            if routed.no_destination > 0 {
                 tracing::debug!(
-                    count = routed.waiting,
-                    "webhook events with no endpoint and no WEBHOOK_URL wait in the outbox"
+                    count = routed.no_destination,
+                    "webhook events closed unsent: no endpoint of their client and no WEBHOOK_URL"
                 );
             }
             outbox::claim(&db, self.batch_size, self.lease(), self.max_attempts).await?

@@ -31,6 +31,10 @@ pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
 pub const NOT_SUBSCRIBED: &str =
     "Not sent: no webhook endpoint of its client subscribes to this event type";
 
+/// The `last_error` of an event of a client with no endpoint when no default URL is set.
+pub const NO_DESTINATION: &str =
+    "Not sent: its client has no webhook endpoint and WEBHOOK_URL is not set";
+
 /// What one routing statement decided.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Routed {
@@ -38,14 +42,14 @@ pub struct Routed {
     pub to_endpoints: u64,
     /// Rows for the default URL (`WEBHOOK_URL`).
     pub to_default: u64,
-    /// Rows with no destination at all, left waiting.
-    pub waiting: u64,
+    /// Rows with no destination at all (no endpoint, no default URL): closed unsent.
+    pub no_destination: u64,
     /// Rows whose client has endpoints, none subscribed to the type: closed unsent.
     pub unsubscribed: u64,
 }
 
 /// Routes up to `limit` new events (see the statement): each to the endpoints of the client
-/// that created it, else to the default URL when `default_configured`, else it waits.
+/// that created it, else to the default URL when `default_configured`, else nowhere.
 pub async fn route(
     db: &impl GenericClient,
     limit: i64,
@@ -53,18 +57,22 @@ pub async fn route(
 ) -> Result<Routed, tokio_postgres::Error> {
     let statement = ROUTE.prepare(db).await?;
     let rows = db
-        .query(&statement, &[&limit, &default_configured, &NOT_SUBSCRIBED])
+        .query(
+            &statement,
+            &[&limit, &default_configured, &NOT_SUBSCRIBED, &NO_DESTINATION],
+        )
         .await?;
     let mut routed = Routed::default();
     for row in &rows {
-        if row.try_get::<_, bool>("unsubscribed")? {
-            routed.unsubscribed += 1;
-        } else if row.try_get::<_, Option<Uuid>>("endpoint_id")?.is_some() {
-            routed.to_endpoints += 1;
-        } else if row.try_get::<_, bool>("routed")? {
-            routed.to_default += 1;
-        } else {
-            routed.waiting += 1;
+        let closed: bool = row.try_get("closed")?;
+        let has_endpoints: bool = row.try_get("has_endpoints")?;
+        match (closed, has_endpoints) {
+            (true, true) => routed.unsubscribed += 1,
+            (true, false) => routed.no_destination += 1,
+            (false, _) if row.try_get::<_, Option<Uuid>>("endpoint_id")?.is_some() => {
+                routed.to_endpoints += 1
+            }
+            (false, _) => routed.to_default += 1,
         }
     }
     if let Some(row) = rows.first() {
