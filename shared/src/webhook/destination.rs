@@ -32,9 +32,9 @@ pub fn refusal(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => refusal_v4(v4),
         IpAddr::V6(v6) => {
-            // ::ffff:a.b.c.d and the deprecated ::a.b.c.d reach the IPv4 address.
+            // ::ffff:a.b.c.d reaches the IPv4 address: the same rule applies.
             if let Some(v4) = v6.to_ipv4_mapped() {
-                return refusal_v4(v4).or(Some("IPv4-mapped"));
+                return refusal_v4(v4);
             }
             refusal_v6(v6)
         }
@@ -84,12 +84,7 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
 
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
-    let tail = Ipv4Addr::new(
-        (s[6] >> 8) as u8,
-        s[6] as u8,
-        (s[7] >> 8) as u8,
-        s[7] as u8,
-    );
+    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let compatible = s[..6].iter().all(|&x| x == 0);
     let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0);
     (compatible || nat64).then_some(tail)
@@ -244,7 +239,12 @@ mod tests {
             let ip: IpAddr = refused.parse().expect("address");
             assert!(refusal(ip).is_some(), "{refused} must be refused");
         }
-        for allowed in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for allowed in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
             let ip: IpAddr = allowed.parse().expect("address");
             assert_eq!(refusal(ip), None, "{allowed} must be allowed");
         }
@@ -275,7 +275,10 @@ mod tests {
             "https://2130706433/",
         ] {
             let error = check_url(literal, STRICT).expect_err(literal);
-            assert!(error.contains("ALLOW_PRIVATE_WEBHOOKS"), "{literal}: {error}");
+            assert!(
+                error.contains("ALLOW_PRIVATE_WEBHOOKS"),
+                "{literal}: {error}"
+            );
         }
         let open = DestinationPolicy {
             allow_http: true,

@@ -299,7 +299,9 @@ impl WebhookDrainer {
                     error: ENDPOINT_DELETED.into(),
                 };
             }
-            (Destination::Endpoint { url, keys, .. }, _) => self.send_to_endpoint(url, keys, event).await,
+            (Destination::Endpoint { url, keys, .. }, _) => {
+                self.send_to_endpoint(url, keys, event).await
+            }
         };
         match sent {
             Ok(()) => Dispatch::Delivered,

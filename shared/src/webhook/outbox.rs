@@ -59,7 +59,12 @@ pub async fn route(
     let rows = db
         .query(
             &statement,
-            &[&limit, &default_configured, &NOT_SUBSCRIBED, &NO_DESTINATION],
+            &[
+                &limit,
+                &default_configured,
+                &NOT_SUBSCRIBED,
+                &NO_DESTINATION,
+            ],
         )
         .await?;
     let mut routed = Routed::default();

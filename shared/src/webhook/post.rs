@@ -112,7 +112,10 @@ pub async fn send(
         request = request
             .header(HEADER_ID, &event_id)
             .header(HEADER_TIMESTAMP, timestamp.to_string())
-            .header(HEADER_SIGNATURE, sign_all(keys, &event_id, timestamp, &body));
+            .header(
+                HEADER_SIGNATURE,
+                sign_all(keys, &event_id, timestamp, &body),
+            );
     }
     match request.body(body).send().await {
         Ok(response) if response.status().is_success() => Ok(()),

@@ -102,7 +102,12 @@ mod tests {
         assert_ne!(secret, SigningKey::generate_secret());
         assert_eq!(SigningKey::from_secret("raw-secret"), None);
         let old = SigningKey::new(b"plain-secret".to_vec());
-        let header = sign_all(&[key.clone(), old.clone()], "evt_1", 1700000000, br#"{"a":1}"#);
+        let header = sign_all(
+            &[key.clone(), old.clone()],
+            "evt_1",
+            1700000000,
+            br#"{"a":1}"#,
+        );
         assert_eq!(
             header,
             format!(

@@ -157,7 +157,10 @@ async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_
     assert_eq!(copy["eventId"], a_failed.to_string());
     assert_eq!(copy["type"], "notification.failed");
     assert_eq!(copy["status"], "FAILED");
-    assert!(copy["jobId"].is_string() && copy["attemptCount"] == 1, "{copy}");
+    assert!(
+        copy["jobId"].is_string() && copy["attemptCount"] == 1,
+        "{copy}"
+    );
 
     let unsent = event_row(&db.pool, b_failed).await;
     assert_eq!(
@@ -171,7 +174,11 @@ async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_
     // Each client sees and manages only its own endpoints and their events.
     let (status, listed) = call(&app, Method::GET, "/webhook-endpoints", &b_key, None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
     assert_eq!(listed["items"][0]["id"], b_endpoint.to_string());
     assert!(listed["items"][0].get("secret").is_none(), "{listed}");
     let (status, events) = call(&app, Method::GET, "/webhook-events", &a_key, None).await;
@@ -189,8 +196,19 @@ async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_
     }
     let path = format!("/webhook-endpoints/{a_endpoint}");
     let (status, _) = call(&app, Method::DELETE, &path, &b_key, None).await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "B may not delete A's endpoint");
-    let (status, _) = call(&app, Method::POST, &format!("{path}/rotate-secret"), &b_key, None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "B may not delete A's endpoint"
+    );
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("{path}/rotate-secret"),
+        &b_key,
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "nor rotate its secret");
     let (status, _) = call(&app, Method::DELETE, &path, &a_key, None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
@@ -271,7 +289,8 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
             .split(' ')
             .count()
     };
-    let check = |i: usize, secret: &str| verify(secret, &received[i].headers, &received[i].body, now);
+    let check =
+        |i: usize, secret: &str| verify(secret, &received[i].headers, &received[i].body, now);
 
     assert_eq!(received[0].event_id(), before.to_string());
     assert_eq!(signatures(0), 1);
@@ -280,13 +299,20 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
 
     assert_eq!(received[1].event_id(), during.to_string());
     assert_eq!(signatures(1), 2, "two v1 signatures during the overlap");
-    assert_eq!(check(1, &old_secret), Ok(()), "the old secret still verifies");
+    assert_eq!(
+        check(1, &old_secret),
+        Ok(()),
+        "the old secret still verifies"
+    );
     assert_eq!(check(1, &new_secret), Ok(()), "the new secret verifies");
 
     assert_eq!(received[2].event_id(), after.to_string());
     assert_eq!(signatures(2), 1, "one signature after the overlap");
     assert_eq!(check(2, &new_secret), Ok(()));
-    assert!(check(2, &old_secret).is_err(), "the old secret no longer verifies");
+    assert!(
+        check(2, &old_secret).is_err(),
+        "the old secret no longer verifies"
+    );
 }
 
 #[tokio::test]
@@ -335,7 +361,11 @@ async fn a_given_up_event_is_listed_and_replayed_with_its_event_id() {
     .await;
     assert_eq!(delivered["items"], json!([]));
     let (_, others) = call(&app, Method::GET, "/webhook-events", &other, None).await;
-    assert_eq!(others["items"], json!([]), "another client sees none of them");
+    assert_eq!(
+        others["items"],
+        json!([]),
+        "another client sees none of them"
+    );
     let replay = json!({"endpointId": endpoint});
     let (status, _) = call(
         &app,
@@ -393,9 +423,15 @@ async fn endpoints_on_this_machine_or_private_networks_are_refused_at_dispatch()
             "is link-local",
         ),
         (format!("http://[::1]:{port}/hooks"), "is loopback"),
-        (format!("http://[::ffff:127.0.0.1]:{port}/hooks"), "is loopback"),
+        (
+            format!("http://[::ffff:127.0.0.1]:{port}/hooks"),
+            "is loopback",
+        ),
         // A name: refused by the resolver inside the HTTP client, at connect time.
-        (format!("http://localhost:{port}/hooks"), "the host localhost resolves to"),
+        (
+            format!("http://localhost:{port}/hooks"),
+            "the host localhost resolves to",
+        ),
     ];
     let mut events = Vec::new();
     for (i, (url, _)) in targets.iter().enumerate() {
@@ -464,7 +500,10 @@ async fn a_redirect_is_not_followed() {
         Some("Webhook receiver answered HTTP 307")
     );
     assert_eq!(redirecting.received().len(), 1);
-    assert!(target.received().is_empty(), "the redirect was not followed");
+    assert!(
+        target.received().is_empty(),
+        "the redirect was not followed"
+    );
 }
 
 #[tokio::test]
@@ -532,7 +571,11 @@ async fn registration_refuses_addresses_of_this_machine_plain_http_and_unknown_t
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
-    assert_eq!(reply["details"].as_array().map(Vec::len), Some(2), "{reply}");
+    assert_eq!(
+        reply["details"].as_array().map(Vec::len),
+        Some(2),
+        "{reply}"
+    );
     let (status, _) = call(
         &app,
         Method::DELETE,
@@ -548,8 +591,8 @@ async fn registration_refuses_addresses_of_this_machine_plain_http_and_unknown_t
 async fn without_a_default_url_events_of_clients_without_endpoints_are_closed_unsent() {
     let db = TestDb::new().await;
     let config = Config::from_vars(HashMap::new()).expect("configuration");
-    let drainer = notify_shared::webhook::WebhookDrainer::from_config(&db.pool, &config)
-        .expect("drainer");
+    let drainer =
+        notify_shared::webhook::WebhookDrainer::from_config(&db.pool, &config).expect("drainer");
     let event = owned_event(&db, None, "SENT").await;
     let outcome = worker::drain(&drainer).await;
     assert_eq!(outcome.claimed, 0, "{outcome:?}");

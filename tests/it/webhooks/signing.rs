@@ -22,7 +22,12 @@ use super::insert_event;
 
 const TOLERANCE_SECONDS: i64 = 5 * 60;
 
-pub(super) fn verify(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Result<(), String> {
+pub(super) fn verify(
+    secret: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: i64,
+) -> Result<(), String> {
     let header = |name: &str| {
         headers
             .get(name)
