@@ -48,13 +48,14 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     let mut workers = None;
     let mut drainer = None;
     if config.app_role.runs_workers() {
-        // The drainer serves registered endpoints; without WEBHOOK_URL the events of
-        // clients with no endpoint are closed unsent. Built before anything starts, so a
-        // bad secret or URL stops start-up.
+        // The drainer serves registered endpoints; without WEBHOOK_URL events stay in the
+        // outbox until an endpoint is registered, then those of clients with no endpoint
+        // are closed unsent. Built before anything starts, so a bad secret or URL stops
+        // start-up.
         let webhooks = webhook::WebhookDrainer::from_config(&pool, &config)?;
         if config.webhook.url.is_none() {
             tracing::info!(
-                "WEBHOOK_URL is not set; events of clients without an endpoint are not sent"
+                "WEBHOOK_URL is not set; events of clients without a registered endpoint are not sent"
             );
         }
         drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())));

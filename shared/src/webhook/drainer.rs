@@ -15,6 +15,7 @@ use crate::backoff::{Random, ThreadRandom, retry_delay};
 use crate::config::{Config, RetryPolicy};
 use crate::stop::StopSignal;
 use crate::webhook::destination::{self, DestinationPolicy};
+use crate::webhook::endpoints;
 use crate::webhook::outbox::{self, ClaimedEvent, Destination, Dispatch};
 use crate::webhook::post::{self, WebhookClient};
 use crate::webhook::signing::SigningKey;
@@ -77,9 +78,10 @@ pub struct WebhookDrainer {
 }
 
 impl WebhookDrainer {
-    /// The drainer of the registered endpoints and of `WEBHOOK_URL` when it is set (without
-    /// it, events of clients with no endpoint are closed unsent). A malformed URL fails
-    /// here, at start-up.
+    /// The drainer of the registered endpoints and of `WEBHOOK_URL` when it is set. Without
+    /// it, events stay in the outbox while no endpoint is registered, and once one is,
+    /// events of clients with no endpoint are closed unsent. A malformed URL fails here, at
+    /// start-up.
     pub fn from_config(pool: &Pool, config: &Config) -> anyhow::Result<Self> {
         let default = match &config.webhook.url {
             Some(url) => {
@@ -230,6 +232,11 @@ impl WebhookDrainer {
         // The connection goes back to the pool before the first POST.
         let claim = {
             let db = self.pool.get().await?;
+            // With nowhere to send anything, events stay in the outbox untouched, as they did
+            // before endpoints existed; they are routed once a destination appears.
+            if self.default.is_none() && !endpoints::any_registered(&db).await? {
+                return Ok(outcome);
+            }
             let routed = outbox::route(&db, self.batch_size, self.default.is_some()).await?;
             if routed.no_destination > 0 {
                 tracing::debug!(

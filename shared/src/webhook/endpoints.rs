@@ -19,6 +19,7 @@ const LIST_ALL: Statement = statement!("webhook_endpoints/list_all");
 const DELETE: Statement = statement!("webhook_endpoints/delete");
 const ROTATE: Statement = statement!("webhook_endpoints/rotate");
 const OWNER: Statement = statement!("webhook_endpoints/owner");
+const ANY: Statement = statement!("webhook_endpoints/any");
 
 /// Every event type an endpoint may subscribe to. `circuit.*` events have no client and
 /// reach only endpoints registered by operators.
@@ -175,4 +176,10 @@ pub async fn is_managed(
     db.query_one(&statement, &[&id, &manages(caller)])
         .await?
         .try_get("found")
+}
+
+/// Whether any endpoint is registered at all.
+pub async fn any_registered(db: &impl GenericClient) -> Result<bool, tokio_postgres::Error> {
+    let statement = ANY.prepare(db).await?;
+    db.query_one(&statement, &[]).await?.try_get("registered")
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use chrono::{Duration as Days, Utc};
+use chrono::{TimeDelta, Utc};
 use notify_shared::auth::{self, Scope};
 use notify_shared::config::Config;
 use notify_shared::webhook::destination::DestinationPolicy;
@@ -262,7 +262,7 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
         .expect("time");
     let overlap = until - Utc::now();
     assert!(
-        overlap > Days::hours(23) && overlap <= Days::hours(24),
+        overlap > TimeDelta::hours(23) && overlap <= TimeDelta::hours(24),
         "{overlap}"
     );
 
@@ -588,15 +588,31 @@ async fn registration_refuses_addresses_of_this_machine_plain_http_and_unknown_t
 }
 
 #[tokio::test]
-async fn without_a_default_url_events_of_clients_without_endpoints_are_closed_unsent() {
+async fn without_a_default_url_events_wait_until_an_endpoint_exists_then_those_without_one_are_closed()
+ {
     let db = TestDb::new().await;
     let config = Config::from_vars(HashMap::new()).expect("configuration");
     let drainer =
         notify_shared::webhook::WebhookDrainer::from_config(&db.pool, &config).expect("drainer");
-    let event = owned_event(&db, None, "SENT").await;
+    let anonymous = owned_event(&db, None, "SENT").await;
+    assert_eq!(worker::drain(&drainer).await, Default::default());
+    let row = event_row(&db.pool, anonymous).await;
+    assert_eq!(
+        (row.state.as_str(), row.attempts, row.last_error),
+        ("PENDING", 0, None),
+        "nowhere to send anything: the outbox keeps it"
+    );
+
+    // A client registers an endpoint: its events go there, the others are closed unsent.
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    let (owner, _) = key(&db, "client", Scope::Client).await;
+    endpoint_row(&db, owner, &receiver.url).await;
+    let owned = owned_event(&db, Some(owner), "SENT").await;
+    let drainer = drainer.with_destinations(OPEN).expect("drainer");
     let outcome = worker::drain(&drainer).await;
-    assert_eq!(outcome.claimed, 0, "{outcome:?}");
-    let row = event_row(&db.pool, event).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (1, 1), "{outcome:?}");
+    assert_eq!(receiver.event_ids(), vec![owned.to_string()]);
+    let row = event_row(&db.pool, anonymous).await;
     assert_eq!((row.state.as_str(), row.attempts), ("DELIVERED", 0));
     assert_eq!(row.last_error.as_deref(), Some(NO_DESTINATION));
 }
