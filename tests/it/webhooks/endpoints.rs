@@ -616,3 +616,81 @@ async fn without_a_default_url_events_wait_until_an_endpoint_exists_then_those_w
     assert_eq!((row.state.as_str(), row.attempts), ("DELIVERED", 0));
     assert_eq!(row.last_error.as_deref(), Some(NO_DESTINATION));
 }
+
+#[tokio::test]
+async fn six_drainers_route_and_deliver_every_event_once_to_each_of_its_endpoints() {
+    let db = TestDb::new().await;
+    let (a, _) = key(&db, "client-a", Scope::Client).await;
+    let (b, _) = key(&db, "client-b", Scope::Client).await;
+    let slow = Reply::After(std::time::Duration::from_millis(2), 200);
+    let a_all = Receiver::start(&[], slow).await;
+    let a_sent = Receiver::start(&[], slow).await;
+    let b_all = Receiver::start(&[], slow).await;
+    endpoint_row(&db, a, &a_all.url).await;
+    let sent_only = endpoint_row(&db, a, &a_sent.url).await;
+    execute(
+        &db.pool,
+        "UPDATE webhook_endpoints SET event_types = '{notification.sent}' WHERE id = $1",
+        &[&sent_only],
+    )
+    .await;
+    endpoint_row(&db, b, &b_all.url).await;
+
+    let (mut a_events, mut a_sent_events, mut b_events) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..60 {
+        let status = if i % 3 == 0 { "FAILED" } else { "SENT" };
+        let event = owned_event(&db, Some(a), status).await;
+        a_events.push(event);
+        if status == "SENT" {
+            a_sent_events.push(event);
+        }
+        if i % 2 == 0 {
+            b_events.push(owned_event(&db, Some(b), status).await);
+        }
+    }
+
+    // Separate pools: six "processes" meeting only in the database, in small batches.
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let drainer = worker::drainer(&db.new_pool(2), &closed_port_url().await.0, 10)
+            .destinations(OPEN)
+            .build()
+            .with_batch_size(4)
+            .with_concurrency(4);
+        tasks.push(tokio::spawn(async move {
+            let mut total = notify_shared::webhook::DrainOutcome::default();
+            let mut idle = 0;
+            // A step may find nothing while another drainer holds the rows it routes.
+            while idle < 3 {
+                let outcome = worker::drain(&drainer).await;
+                total += outcome;
+                idle = if outcome.claimed == 0 { idle + 1 } else { 0 };
+            }
+            total
+        }));
+    }
+    let mut total = notify_shared::webhook::DrainOutcome::default();
+    for task in futures::future::join_all(tasks).await {
+        total += task.expect("drainer task");
+    }
+    let expected = a_events.len() + a_sent_events.len() + b_events.len();
+    assert_eq!(total.claimed, expected as u64, "{total:?}");
+    assert_eq!(total.delivered, expected as u64, "{total:?}");
+    for (receiver, events) in [
+        (&a_all, &a_events),
+        (&a_sent, &a_sent_events),
+        (&b_all, &b_events),
+    ] {
+        let received = receiver.event_ids();
+        assert_eq!(
+            received.len(),
+            events.len(),
+            "one POST per event and endpoint"
+        );
+        assert_eq!(received.into_iter().collect::<BTreeSet<_>>(), ids(events));
+    }
+    let rows = db
+        .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'DELIVERED'")
+        .await;
+    assert_eq!(rows, expected as i64, "one row per event and endpoint");
+}
