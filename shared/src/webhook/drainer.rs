@@ -90,16 +90,19 @@ impl WebhookDrainer {
             }
             None => None,
         };
-        Self::build(
+        let policy = config.webhook.destinations();
+        let endpoints = destination::endpoint_client(policy, config.webhook.timeout)?;
+        Ok(Self::assemble(
             pool.clone(),
             default,
-            config.webhook.destinations(),
+            Some(endpoints),
+            policy,
             config.webhook.timeout,
             config.webhook.max_attempts,
             config.retry,
             config.worker.poll_interval,
             Arc::new(ThreadRandom),
-        )
+        ))
     }
 
     /// A drainer whose default URL is `client`'s, and whose endpoints follow the deployed
@@ -125,31 +128,6 @@ impl WebhookDrainer {
             poll_interval,
             random,
         )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn build(
-        pool: Pool,
-        default: Option<WebhookClient>,
-        policy: DestinationPolicy,
-        timeout: Duration,
-        max_attempts: i32,
-        retry: RetryPolicy,
-        poll_interval: Duration,
-        random: Arc<dyn Random>,
-    ) -> anyhow::Result<Self> {
-        let endpoints = destination::endpoint_client(policy, timeout)?;
-        Ok(Self::assemble(
-            pool,
-            default,
-            Some(endpoints),
-            policy,
-            timeout,
-            max_attempts,
-            retry,
-            poll_interval,
-            random,
-        ))
     }
 
     #[allow(clippy::too_many_arguments)]
