@@ -309,6 +309,32 @@ mod tests {
     }
 
     #[test]
+    fn webhook_destinations_are_strict_unless_allowed() {
+        let strict = Config::from_vars(HashMap::new()).expect("defaults");
+        assert_eq!(
+            strict.webhook.allow_http, None,
+            "the local runner picks its default"
+        );
+        assert_eq!(
+            strict.webhook.destinations(),
+            crate::webhook::destination::DestinationPolicy::default()
+        );
+        let open = Config::from_vars(vars(&[
+            ("ALLOW_HTTP_WEBHOOKS", "true"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "true"),
+        ]))
+        .expect("valid");
+        let policy = open.webhook.destinations();
+        assert!(policy.allow_http && policy.allow_private);
+        let err = Config::from_vars(vars(&[
+            ("ALLOW_HTTP_WEBHOOKS", "yes"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "1"),
+        ]))
+        .expect_err("not true or false");
+        assert_eq!(err.problems.len(), 2, "{err}");
+    }
+
+    #[test]
     fn every_problem_is_reported_at_once() {
         let err = Config::from_vars(vars(&[
             ("PROVIDER_TIMEOUT_MS", "5000"),
