@@ -194,6 +194,26 @@ async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_
             "{item}"
         );
     }
+    // Keyset pages: 2, then the last one.
+    let (_, first) = call(&app, Method::GET, "/webhook-events?limit=2", &a_key, None).await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(2), "{first}");
+    let cursor = first["nextCursor"].as_str().expect("a next page");
+    let (_, second) = call(
+        &app,
+        Method::GET,
+        &format!("/webhook-events?limit=2&cursor={cursor}"),
+        &a_key,
+        None,
+    )
+    .await;
+    assert_eq!(
+        second["items"].as_array().map(Vec::len),
+        Some(1),
+        "{second}"
+    );
+    assert_eq!(second["nextCursor"], Value::Null);
+    assert_ne!(first["items"][1], second["items"][0]);
+
     let path = format!("/webhook-endpoints/{a_endpoint}");
     let (status, _) = call(&app, Method::DELETE, &path, &b_key, None).await;
     assert_eq!(
@@ -693,4 +713,59 @@ async fn six_drainers_route_and_deliver_every_event_once_to_each_of_its_endpoint
         .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'DELIVERED'")
         .await;
     assert_eq!(rows, expected as i64, "one row per event and endpoint");
+}
+
+#[tokio::test]
+async fn circuit_events_reach_operator_endpoints_only() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (_, operator) = key(db, "ops", Scope::Operator).await;
+    let (_, client) = key(db, "client", Scope::Client).await;
+    let ops = Receiver::start(&[], Reply::Status(200)).await;
+    let ops_failures = Receiver::start(&[], Reply::Status(200)).await;
+    let clients = Receiver::start(&[], Reply::Status(200)).await;
+    register(
+        &app,
+        &operator,
+        json!({"url": ops.url, "eventTypes": ["circuit.opened", "circuit.closed"]}),
+    )
+    .await;
+    register(
+        &app,
+        &operator,
+        json!({"url": ops_failures.url, "eventTypes": ["notification.failed"]}),
+    )
+    .await;
+    register(&app, &client, json!({"url": clients.url})).await;
+    // What the circuit breaker writes when a channel's circuit opens.
+    let circuit: Uuid = db
+        .pool
+        .get()
+        .await
+        .expect("connection")
+        .query_one(
+            "INSERT INTO webhook_events (id, type, body, occurred_at)
+             VALUES (gen_random_uuid(), 'circuit.opened',
+                     '{\"channel\": \"EMAIL\", \"circuit\": \"OPEN\"}', now())
+             RETURNING id",
+            &[],
+        )
+        .await
+        .expect("circuit event")
+        .get(0);
+
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 10)
+        .destinations(OPEN)
+        .build();
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (1, 1), "{outcome:?}");
+    let received = ops.received();
+    assert_eq!(received.len(), 1);
+    let body = received[0].json();
+    assert_eq!(body["eventId"], circuit.to_string());
+    assert_eq!(
+        (&body["type"], &body["channel"]),
+        (&json!("circuit.opened"), &json!("EMAIL"))
+    );
+    assert!(ops_failures.received().is_empty() && clients.received().is_empty());
 }
