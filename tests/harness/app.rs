@@ -45,14 +45,30 @@ impl TestApp {
         Self::serve(Routes::Full, |pool| Authenticator::with_keys(pool.clone())).await
     }
 
+    /// The whole API under `config`, requiring API keys from the app's own database.
+    pub async fn spawn_with_keys_and_config(config: Config) -> TestApp {
+        Self::serve_config(Routes::Full, config, |pool| {
+            Authenticator::with_keys(pool.clone())
+        })
+        .await
+    }
+
     /// What a worker process serves: `/health` and `/metrics` only.
     pub async fn spawn_worker_role() -> TestApp {
         Self::serve(Routes::HealthOnly, |_| Authenticator::anonymous()).await
     }
 
     async fn serve(routes: Routes, auth: impl FnOnce(&Pool) -> Authenticator) -> TestApp {
-        let db = TestDb::new().await;
         let config = Config::from_vars(Default::default()).expect("default configuration");
+        Self::serve_config(routes, config, auth).await
+    }
+
+    async fn serve_config(
+        routes: Routes,
+        config: Config,
+        auth: impl FnOnce(&Pool) -> Authenticator,
+    ) -> TestApp {
+        let db = TestDb::new().await;
         let state = AppState::new(db.pool.clone(), &config, auth(&db.pool));
         let router = intake::router(state, routes);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

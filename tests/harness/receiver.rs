@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use uuid::Uuid;
@@ -21,6 +22,8 @@ pub enum Reply {
     After(Duration, u16),
     /// Holds the request forever.
     Hang,
+    /// `307 Temporary Redirect` to `http://{address}/hooks` (a POST stays a POST).
+    RedirectTo(SocketAddr),
 }
 
 /// One request as received.
@@ -142,7 +145,7 @@ impl Drop for Receiver {
     }
 }
 
-async fn answer(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn answer(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
     script
         .received
         .lock()
@@ -162,8 +165,17 @@ async fn answer(State(script): State<Arc<Script>>, headers: HeaderMap, body: Byt
             code
         }
         Reply::Hang => std::future::pending().await,
+        Reply::RedirectTo(address) => {
+            return (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, format!("http://{address}/hooks"))],
+            )
+                .into_response();
+        }
     };
-    StatusCode::from_u16(code).expect("valid status")
+    StatusCode::from_u16(code)
+        .expect("valid status")
+        .into_response()
 }
 
 /// A URL where nothing listens: a port the OS just handed out, closed again.

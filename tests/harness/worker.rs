@@ -13,6 +13,7 @@ use notify_shared::provider::{Call, Provider, ProviderOutcome};
 use notify_shared::queue::{self, ClaimMode, Claimed, Disposition, RecordSummary, Settled};
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper::{SweepOutcome, Sweeper};
+use notify_shared::webhook::destination::DestinationPolicy;
 use notify_shared::webhook::{DrainOutcome, SigningKey, WebhookClient, WebhookDrainer};
 
 use crate::doubles::Fixed;
@@ -177,6 +178,7 @@ pub fn drainer(pool: &Pool, url: &str, max_attempts: i32) -> DrainerBuilder {
         max_attempts,
         retry: RETRY,
         poll_interval: Duration::from_millis(20),
+        destinations: None,
     }
 }
 
@@ -188,9 +190,15 @@ pub struct DrainerBuilder {
     max_attempts: i32,
     retry: RetryPolicy,
     poll_interval: Duration,
+    destinations: Option<DestinationPolicy>,
 }
 
 impl DrainerBuilder {
+    /// The SSRF rules of registered endpoints (the deployed rules when not called).
+    pub fn destinations(mut self, policy: DestinationPolicy) -> Self {
+        self.destinations = Some(policy);
+        self
+    }
     pub fn signing_key(mut self, key: Vec<u8>) -> Self {
         self.key = Some(SigningKey::new(key));
         self
@@ -209,14 +217,18 @@ impl DrainerBuilder {
     }
     pub fn build(self) -> WebhookDrainer {
         let client = WebhookClient::new(&self.url, self.key, self.timeout).expect("webhook client");
-        WebhookDrainer::new(
+        let drainer = WebhookDrainer::new(
             self.pool,
             client,
             self.max_attempts,
             self.retry,
             self.poll_interval,
             Arc::new(Fixed(0.0)),
-        )
+        );
+        match self.destinations {
+            Some(policy) => drainer.with_destinations(policy).expect("endpoint client"),
+            None => drainer,
+        }
     }
 }
 

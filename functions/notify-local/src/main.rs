@@ -32,7 +32,11 @@ async fn main() -> ExitCode {
     }
     notify_shared::telemetry::init_logging();
     let config = match Config::from_env() {
-        Ok(config) => config,
+        // The local runner allows http:// webhook endpoints unless told otherwise.
+        Ok(mut config) => {
+            config.webhook.allow_http.get_or_insert(true);
+            config
+        }
         Err(error) => {
             eprintln!("notify-local: {error}");
             return ExitCode::from(2);

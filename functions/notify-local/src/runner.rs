@@ -48,15 +48,17 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     let mut workers = None;
     let mut drainer = None;
     if config.app_role.runs_workers() {
-        // Without WEBHOOK_URL no drainer exists: events stay PENDING in the outbox until a
-        // process with a URL drains them. Built before anything starts, so a bad secret or
-        // URL stops start-up.
-        match webhook::WebhookDrainer::from_config(&pool, &config)? {
-            Some(webhooks) => {
-                drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())))
-            }
-            None => tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox"),
+        // The drainer serves registered endpoints; without WEBHOOK_URL events stay in the
+        // outbox until an endpoint is registered, then those of clients with no endpoint
+        // are closed unsent. Built before anything starts, so a bad secret or URL stops
+        // start-up.
+        let webhooks = webhook::WebhookDrainer::from_config(&pool, &config)?;
+        if config.webhook.url.is_none() {
+            tracing::info!(
+                "WEBHOOK_URL is not set; events of clients without a registered endpoint are not sent"
+            );
         }
+        drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())));
         let sweeper = Arc::new(sweeper::Sweeper::start(&pool, &config).await);
         let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));

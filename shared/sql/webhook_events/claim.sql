@@ -7,11 +7,18 @@
 -- An expired lease on the final attempt (dispatch_attempts >= $3) is given up with
 -- last_error $4 rather than sent again, so an event that kills every drainer still runs
 -- out of attempts.
+--
+-- Only routed events are claimed (see route.sql; a DISPATCHING one was routed, or claimed
+-- before routing existed, for the default URL). Each comes with its destination: the
+-- endpoint's URL and secrets (the previous one while it still signs), or none for the
+-- default URL; endpoint_found is false when its endpoint was deleted since.
 WITH due AS (
-    SELECT id, dispatch_state = 'DISPATCHING' AND dispatch_attempts >= $3 AS give_up
+    SELECT id, endpoint_id,
+           dispatch_state = 'DISPATCHING' AND dispatch_attempts >= $3 AS give_up
     FROM webhook_events
     WHERE dispatch_state IN ('PENDING', 'DISPATCHING') AND next_dispatch_at <= now()
       AND (dispatch_state = 'PENDING' OR lease_expires_at <= now())
+      AND (routed_at IS NOT NULL OR dispatch_state = 'DISPATCHING')
     ORDER BY next_dispatch_at LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_events e
@@ -24,6 +31,10 @@ SET dispatch_state = CASE WHEN d.give_up THEN 'GIVEN_UP' ELSE 'DISPATCHING' END,
                             ELSE now() + $2::int8 * interval '1 millisecond' END,
     given_up_at = CASE WHEN d.give_up THEN now() END,
     last_error = CASE WHEN d.give_up THEN $4 ELSE e.last_error END
-FROM due d WHERE e.id = d.id
-RETURNING e.id, e.type, e.notification_id, e.status, e.attempt_count, e.body, e.occurred_at,
-          e.dispatch_attempts, e.next_dispatch_at, d.give_up
+FROM due d LEFT JOIN webhook_endpoints w ON w.id = d.endpoint_id
+WHERE e.id = d.id
+RETURNING e.id, coalesce(e.event_id, e.id) AS event_id, e.type, e.notification_id, e.status,
+          e.attempt_count, e.body, e.occurred_at, e.dispatch_attempts, e.next_dispatch_at,
+          d.give_up, e.endpoint_id, w.id IS NOT NULL AS endpoint_found, w.url, w.secret,
+          CASE WHEN w.previous_secret_valid_until > now() THEN w.previous_secret END
+              AS previous_secret

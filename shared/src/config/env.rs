@@ -24,6 +24,20 @@ impl Env {
             .filter(|v| !v.is_empty())
     }
 
+    /// `true` or `false`; `None` when unset.
+    pub(super) fn flag(&mut self, name: &str) -> Option<bool> {
+        match self.string(name).as_deref() {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                self.problems
+                    .push(format!("{name} must be true or false (got {other:?})"));
+                None
+            }
+        }
+    }
+
     pub(super) fn number(&mut self, name: &str, default: u64, min: u64, max: u64) -> u64 {
         let Some(raw) = self.string(name) else {
             return default;

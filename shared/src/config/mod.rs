@@ -171,6 +171,8 @@ impl Config {
         let webhook_secret = env.string("WEBHOOK_SECRET");
         let webhook_timeout_ms = env.number("WEBHOOK_TIMEOUT_MS", 5000u64, 1, 600_000);
         let webhook_max_attempts = env.number("WEBHOOK_MAX_ATTEMPTS", 10u64, 1, 100) as i32;
+        let webhook_allow_http = env.flag("ALLOW_HTTP_WEBHOOKS");
+        let webhook_allow_private = env.flag("ALLOW_PRIVATE_WEBHOOKS").unwrap_or(false);
         let scheduler_group = env
             .string("SCHEDULER_GROUP_NAME")
             .unwrap_or_else(|| "notify-queue".into());
@@ -266,6 +268,8 @@ impl Config {
                 signing_key,
                 timeout: Duration::from_millis(webhook_timeout_ms),
                 max_attempts: webhook_max_attempts,
+                allow_http: webhook_allow_http,
+                allow_private: webhook_allow_private,
             },
             scheduler: SchedulerConfig {
                 group: scheduler_group,
@@ -322,6 +326,32 @@ mod tests {
         assert_eq!(signing_key("whsec_aGk="), Ok(b"hi".to_vec()));
         assert!(signing_key("whsec_not base64!").is_err());
         assert!(signing_key("whsec_").is_err());
+    }
+
+    #[test]
+    fn webhook_destinations_are_strict_unless_allowed() {
+        let strict = Config::from_vars(HashMap::new()).expect("defaults");
+        assert_eq!(
+            strict.webhook.allow_http, None,
+            "the local runner picks its default"
+        );
+        assert_eq!(
+            strict.webhook.destinations(),
+            crate::webhook::destination::DestinationPolicy::default()
+        );
+        let open = Config::from_vars(vars(&[
+            ("ALLOW_HTTP_WEBHOOKS", "true"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "true"),
+        ]))
+        .expect("valid");
+        let policy = open.webhook.destinations();
+        assert!(policy.allow_http && policy.allow_private);
+        let err = Config::from_vars(vars(&[
+            ("ALLOW_HTTP_WEBHOOKS", "yes"),
+            ("ALLOW_PRIVATE_WEBHOOKS", "1"),
+        ]))
+        .expect_err("not true or false");
+        assert_eq!(err.problems.len(), 2, "{err}");
     }
 
     #[test]

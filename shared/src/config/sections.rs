@@ -98,6 +98,21 @@ pub struct WebhookConfig {
     pub signing_key: Option<Vec<u8>>,
     pub timeout: Duration,
     pub max_attempts: i32,
+    /// `ALLOW_HTTP_WEBHOOKS`: `None` when unset (deployed: https only; the local runner
+    /// allows http).
+    pub allow_http: Option<bool>,
+    /// `ALLOW_PRIVATE_WEBHOOKS`: endpoints may point at loopback and private networks.
+    pub allow_private: bool,
+}
+
+impl WebhookConfig {
+    /// The SSRF rules of registered endpoints.
+    pub fn destinations(&self) -> crate::webhook::destination::DestinationPolicy {
+        crate::webhook::destination::DestinationPolicy {
+            allow_http: self.allow_http.unwrap_or(false),
+            allow_private: self.allow_private,
+        }
+    }
 }
 
 /// Where `dlq-redrive` creates its one-time schedules, and the role they invoke it with.
@@ -114,6 +129,8 @@ impl fmt::Debug for WebhookConfig {
             .field("signing_key", &self.signing_key.as_ref().map(|_| "***"))
             .field("timeout", &self.timeout)
             .field("max_attempts", &self.max_attempts)
+            .field("allow_http", &self.allow_http)
+            .field("allow_private", &self.allow_private)
             .finish()
     }
 }

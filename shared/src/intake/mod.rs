@@ -18,6 +18,7 @@ mod suppressions;
 pub mod times;
 mod unsubscribe;
 pub mod validation;
+mod webhooks;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -29,6 +30,7 @@ use deadpool_postgres::Pool;
 
 use crate::auth::{Authenticator, Refusal, Scope};
 use crate::config::{AudienceConfig, Config, ProvidersConfig};
+use crate::webhook::destination::DestinationPolicy;
 use error::ApiError;
 
 pub use middleware::request_id_for;
@@ -46,6 +48,8 @@ pub struct AppState {
     pub providers: ProvidersConfig,
     /// The key of unsubscribe links and suppression hashes, and where links point.
     pub audience: AudienceConfig,
+    /// The SSRF rules webhook endpoints are registered under.
+    pub webhooks: DestinationPolicy,
 }
 
 impl AppState {
@@ -57,6 +61,7 @@ impl AppState {
             auth,
             providers: config.providers.clone(),
             audience: config.audience.clone(),
+            webhooks: config.webhook.destinations(),
         }
     }
 }
@@ -88,6 +93,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/recipients/{id}"),
     ("GET", "/recipients/{id}/preferences"),
     ("PATCH", "/recipients/{id}/preferences"),
+    ("POST", "/webhook-endpoints"),
+    ("GET", "/webhook-endpoints"),
+    ("DELETE", "/webhook-endpoints/{id}"),
+    ("POST", "/webhook-endpoints/{id}/rotate-secret"),
+    ("GET", "/webhook-events"),
+    ("POST", "/webhook-events/retry"),
     // Operator scope.
     ("POST", "/notifications/retry"),
     ("POST", "/notifications/{id}/retry"),
@@ -106,7 +117,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// Routes by the scope they need: `/health`, the API documents and one-click unsubscribe
 /// are open; a client key may create, read, list and cancel notifications and manage its
-/// recipients; redrive, metrics, providers and the suppression list need an operator key.
+/// recipients and webhook endpoints; redrive, metrics, providers and the suppression list need an operator key.
 /// Each route is listed in [`ROUTES`] and documented in `openapi.json`: change all three.
 pub fn router(state: AppState, routes: Routes) -> Router {
     let operator = from_fn_with_state(state.clone(), require_operator);
@@ -134,6 +145,17 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 "/recipients/{id}/preferences",
                 get(recipients::get_preferences).patch(recipients::patch_preferences),
             )
+            .route(
+                "/webhook-endpoints",
+                post(webhooks::create).get(webhooks::list),
+            )
+            .route("/webhook-endpoints/{id}", delete(webhooks::delete))
+            .route(
+                "/webhook-endpoints/{id}/rotate-secret",
+                post(webhooks::rotate_secret),
+            )
+            .route("/webhook-events", get(webhooks::list_events))
+            .route("/webhook-events/retry", post(webhooks::replay))
             .route_layer(client);
         let operator_routes = Router::new()
             .route("/notifications/retry", post(operations::retry_bulk))

@@ -1,5 +1,6 @@
-//! The webhook drainer: one step function, [`WebhookDrainer::drain_once`], that claims a
-//! batch of due events, POSTs them concurrently and records every outcome in one statement.
+//! The webhook drainer: one step function, [`WebhookDrainer::drain_once`], that routes new
+//! events to their endpoints, claims a batch of due events, POSTs them concurrently and
+//! records every outcome in one statement.
 //! [`run`] is the loop around it that the `webhook-drainer` Lambda and `notify-local` share.
 
 use std::ops::AddAssign;
@@ -13,8 +14,10 @@ use serde::Serialize;
 use crate::backoff::{Random, ThreadRandom, retry_delay};
 use crate::config::{Config, RetryPolicy};
 use crate::stop::StopSignal;
-use crate::webhook::outbox::{self, ClaimedEvent, Dispatch};
-use crate::webhook::post::WebhookClient;
+use crate::webhook::destination::{self, DestinationPolicy};
+use crate::webhook::endpoints;
+use crate::webhook::outbox::{self, ClaimedEvent, Destination, Dispatch};
+use crate::webhook::post::{self, WebhookClient};
 use crate::webhook::signing::SigningKey;
 
 /// Events claimed per claim statement.
@@ -52,9 +55,19 @@ impl AddAssign for DrainOutcome {
     }
 }
 
+/// The `last_error` of an event whose endpoint was deleted before it was sent.
+pub const ENDPOINT_DELETED: &str = "The webhook endpoint was deleted";
+
 pub struct WebhookDrainer {
     pool: Pool,
-    client: WebhookClient,
+    /// `WEBHOOK_URL`: events of clients without endpoints, and of work created without a key.
+    default: Option<WebhookClient>,
+    /// Registered endpoints: checked against `policy` at every dispatch. `None` only if
+    /// the guarded client could not be built: endpoint events then fail rather than go
+    /// out unchecked.
+    endpoints: Option<reqwest::Client>,
+    policy: DestinationPolicy,
+    timeout: Duration,
     random: Arc<dyn Random>,
     retry: RetryPolicy,
     max_attempts: i32,
@@ -65,24 +78,35 @@ pub struct WebhookDrainer {
 }
 
 impl WebhookDrainer {
-    /// The drainer of `WEBHOOK_URL`, or `None` when it is not set (events then stay in the
-    /// outbox). A malformed URL fails here, at start-up.
-    pub fn from_config(pool: &Pool, config: &Config) -> anyhow::Result<Option<Self>> {
-        let Some(url) = &config.webhook.url else {
-            return Ok(None);
+    /// The drainer of the registered endpoints and of `WEBHOOK_URL` when it is set. Without
+    /// it, events stay in the outbox while no endpoint is registered, and once one is,
+    /// events of clients with no endpoint are closed unsent. A malformed URL fails here, at
+    /// start-up.
+    pub fn from_config(pool: &Pool, config: &Config) -> anyhow::Result<Self> {
+        let default = match &config.webhook.url {
+            Some(url) => {
+                let key = config.webhook.signing_key.clone().map(SigningKey::new);
+                Some(WebhookClient::new(url, key, config.webhook.timeout)?)
+            }
+            None => None,
         };
-        let key = config.webhook.signing_key.clone().map(SigningKey::new);
-        let client = WebhookClient::new(url, key, config.webhook.timeout)?;
-        Ok(Some(WebhookDrainer::new(
+        let policy = config.webhook.destinations();
+        let endpoints = destination::endpoint_client(policy, config.webhook.timeout)?;
+        Ok(Self::assemble(
             pool.clone(),
-            client,
+            default,
+            Some(endpoints),
+            policy,
+            config.webhook.timeout,
             config.webhook.max_attempts,
             config.retry,
             config.worker.poll_interval,
             Arc::new(ThreadRandom),
-        )))
+        ))
     }
 
+    /// A drainer whose default URL is `client`'s, and whose endpoints follow the deployed
+    /// rules (see [`Self::with_destinations`]).
     pub fn new(
         pool: Pool,
         client: WebhookClient,
@@ -91,9 +115,39 @@ impl WebhookDrainer {
         poll_interval: Duration,
         random: Arc<dyn Random>,
     ) -> Self {
+        let timeout = client.timeout();
+        let endpoints = destination::endpoint_client(DestinationPolicy::default(), timeout).ok();
+        Self::assemble(
+            pool,
+            Some(client),
+            endpoints,
+            DestinationPolicy::default(),
+            timeout,
+            max_attempts,
+            retry,
+            poll_interval,
+            random,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        pool: Pool,
+        default: Option<WebhookClient>,
+        endpoints: Option<reqwest::Client>,
+        policy: DestinationPolicy,
+        timeout: Duration,
+        max_attempts: i32,
+        retry: RetryPolicy,
+        poll_interval: Duration,
+        random: Arc<dyn Random>,
+    ) -> Self {
         WebhookDrainer {
             pool,
-            client,
+            default,
+            endpoints,
+            policy,
+            timeout,
             random,
             retry,
             max_attempts,
@@ -102,6 +156,14 @@ impl WebhookDrainer {
             concurrency: DEFAULT_CONCURRENCY,
             lease: None,
         }
+    }
+
+    /// The SSRF rules registered endpoints are held to (tests on loopback allow private
+    /// addresses).
+    pub fn with_destinations(mut self, policy: DestinationPolicy) -> anyhow::Result<Self> {
+        self.endpoints = Some(destination::endpoint_client(policy, self.timeout)?);
+        self.policy = policy;
+        Ok(self)
     }
 
     pub fn with_batch_size(mut self, batch_size: i64) -> Self {
@@ -128,8 +190,7 @@ impl WebhookDrainer {
             let batch = u64::try_from(self.batch_size).unwrap_or(1);
             let rounds = batch.div_ceil(self.concurrency as u64).max(1);
             let rounds = u32::try_from(rounds).unwrap_or(u32::MAX);
-            self.client
-                .timeout()
+            self.timeout
                 .checked_mul(rounds)
                 .unwrap_or(Duration::MAX)
                 .saturating_add(LEASE_MARGIN)
@@ -149,6 +210,18 @@ impl WebhookDrainer {
         // The connection goes back to the pool before the first POST.
         let claim = {
             let db = self.pool.get().await?;
+            // With nowhere to send anything, events stay in the outbox untouched, as they did
+            // before endpoints existed; they are routed once a destination appears.
+            if self.default.is_none() && !endpoints::any_registered(&db).await? {
+                return Ok(outcome);
+            }
+            let routed = outbox::route(&db, self.batch_size, self.default.is_some()).await?;
+            if routed.no_destination > 0 {
+                tracing::debug!(
+                    count = routed.no_destination,
+                    "webhook events closed unsent: no endpoint of their client and no WEBHOOK_URL"
+                );
+            }
             outbox::claim(&db, self.batch_size, self.lease(), self.max_attempts).await?
         };
         outcome.claimed = claim.events.len() as u64;
@@ -202,7 +275,20 @@ impl WebhookDrainer {
         if stop.is_stopped() {
             return Dispatch::Released;
         }
-        match self.client.post(event).await {
+        let sent = match (&event.destination, &self.default) {
+            (Destination::Default, Some(default)) => default.post(event).await,
+            // Routed to the default URL by a drainer that had one.
+            (Destination::Default, None) => Err("WEBHOOK_URL is not set on this drainer".into()),
+            (Destination::Deleted(_), _) => {
+                return Dispatch::GivenUp {
+                    error: ENDPOINT_DELETED.into(),
+                };
+            }
+            (Destination::Endpoint { url, keys, .. }, _) => {
+                self.send_to_endpoint(url, keys, event).await
+            }
+        };
+        match sent {
             Ok(()) => Dispatch::Delivered,
             Err(error) if event.dispatch_attempts >= self.max_attempts => {
                 Dispatch::GivenUp { error }
@@ -213,6 +299,28 @@ impl WebhookDrainer {
                 Dispatch::Retry { error, delay }
             }
         }
+    }
+}
+
+impl WebhookDrainer {
+    /// One POST to a registered endpoint: the URL's rules first (a literal address never
+    /// reaches the resolver), then the request, whose resolver checks every address of the
+    /// name and connects only to those.
+    async fn send_to_endpoint(
+        &self,
+        url: &str,
+        keys: &[SigningKey],
+        event: &ClaimedEvent,
+    ) -> Result<(), String> {
+        destination::check_url(url, self.policy)
+            .map_err(|reason| format!("Webhook destination refused: {reason}"))?;
+        if keys.is_empty() {
+            return Err("The webhook endpoint's secret cannot be decoded".into());
+        }
+        let Some(client) = &self.endpoints else {
+            return Err("The webhook endpoint HTTP client could not be built".into());
+        };
+        post::send(client, url, keys, event, self.timeout).await
     }
 }
 
@@ -307,19 +415,15 @@ mod tests {
     }
 
     #[test]
-    fn no_url_means_no_drainer_and_a_bad_url_fails_at_start_up() {
+    fn a_drainer_exists_without_a_default_url_and_a_bad_url_fails_at_start_up() {
         let pool = crate::db::create_pool("postgres://user@127.0.0.1:1/none", 1).expect("pool");
         let mut config = Config::from_vars(Default::default()).expect("defaults");
-        assert!(matches!(
-            WebhookDrainer::from_config(&pool, &config),
-            Ok(None)
-        ));
+        let drainer = WebhookDrainer::from_config(&pool, &config).expect("drainer");
+        assert!(drainer.default.is_none());
         config.webhook.url = Some("http://".to_string());
         assert!(WebhookDrainer::from_config(&pool, &config).is_err());
         config.webhook.url = Some("http://127.0.0.1:9/hook".to_string());
-        assert!(matches!(
-            WebhookDrainer::from_config(&pool, &config),
-            Ok(Some(_))
-        ));
+        let drainer = WebhookDrainer::from_config(&pool, &config).expect("drainer");
+        assert!(drainer.default.is_some());
     }
 }

@@ -15,14 +15,12 @@ use crate::{db, deadline, metrics};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainReport {
-    /// False when `WEBHOOK_URL` is not set: events stay in the outbox.
-    pub dispatched: bool,
     #[serde(flatten)]
     pub outcome: DrainOutcome,
 }
 
 pub struct DrainerFunction {
-    drainer: Option<Arc<WebhookDrainer>>,
+    drainer: Arc<WebhookDrainer>,
     timeout: std::time::Duration,
 }
 
@@ -30,7 +28,7 @@ impl DrainerFunction {
     /// Builds the pool (connections open lazily) and the drainer. Needs `DATABASE_URL`.
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
         let pool = db::pool_from_config(config)?;
-        let drainer = WebhookDrainer::from_config(&pool, config)?.map(Arc::new);
+        let drainer = Arc::new(WebhookDrainer::from_config(&pool, config)?);
         Ok(DrainerFunction {
             drainer,
             timeout: config.webhook.timeout,
@@ -40,20 +38,10 @@ impl DrainerFunction {
     /// Drains until the deadline nears (leaving room for a POST started just before), then
     /// writes its metrics line and reports.
     pub async fn invoke(&self, deadline: Instant) -> DrainReport {
-        let Some(drainer) = &self.drainer else {
-            tracing::warn!("WEBHOOK_URL is not set; webhook events stay in the outbox");
-            return DrainReport {
-                dispatched: false,
-                outcome: DrainOutcome::default(),
-            };
-        };
         let stop = StopSignal::never().with_deadline(deadline::reserve(deadline, self.timeout));
-        let outcome = run(drainer.clone(), stop).await;
+        let outcome = run(self.drainer.clone(), stop).await;
         metrics::emf::emit_drainer(&outcome);
-        DrainReport {
-            dispatched: true,
-            outcome,
-        }
+        DrainReport { outcome }
     }
 }
 
@@ -62,16 +50,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_report_says_whether_anything_was_dispatched() {
+    fn the_report_is_the_outcome() {
         let report = DrainReport {
-            dispatched: true,
             outcome: DrainOutcome {
                 delivered: 2,
                 ..DrainOutcome::default()
             },
         };
         let json = serde_json::to_value(report).expect("json");
-        assert_eq!(json["dispatched"], true);
         assert_eq!(json["delivered"], 2);
     }
 }

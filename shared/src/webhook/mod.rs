@@ -6,13 +6,22 @@
 //! connection held, and records every outcome in one statement fenced on the dispatch
 //! attempt. Receivers dedupe on `eventId`. A webhook failure never touches the notification.
 //!
-//! - [`outbox`]: the SQL (claim, record, counts).
+//! An event goes to the endpoints the client that created its notification registered
+//! ([`endpoints`]), one outbox row per endpoint, each held to the SSRF rules of
+//! [`destination`] at dispatch; `WEBHOOK_URL` stays the default for clients without an
+//! endpoint and for work created without a key.
+//!
+//! - [`endpoints`]: registered endpoints, their event types and secrets.
+//! - [`destination`]: the SSRF rules and the HTTP client that enforces them.
+//! - [`outbox`]: the SQL (route, claim, record, counts, list, replay).
 //! - [`post`]: one signed request.
 //! - [`signing`]: Standard Webhooks v1 signatures.
 //! - [`drainer`]: the step function [`WebhookDrainer::drain_once`] and the loop [`run`].
 //! - [`function`]: the `webhook-drainer` Lambda's state and invocation.
 
+pub mod destination;
 pub mod drainer;
+pub mod endpoints;
 pub mod function;
 pub mod outbox;
 pub mod post;

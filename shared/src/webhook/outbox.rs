@@ -1,5 +1,6 @@
 //! The only SQL on `webhook_events` outside the notification transitions that insert them:
-//! claim due events under a lease, record a batch of dispatch outcomes, count for metrics.
+//! route new events to their endpoints, claim due events under a lease, record a batch of
+//! dispatch outcomes, count for metrics, list and replay.
 //!
 //! A claim counts the dispatch attempt; every later statement names the attempt it expects
 //! (`id, dispatch_attempts`), so a drainer whose lease expired and was taken over changes
@@ -13,8 +14,12 @@ use uuid::Uuid;
 
 use crate::queue::millis;
 use crate::sql::{Statement, statement};
+use crate::webhook::signing::SigningKey;
 
+const ROUTE: Statement = statement!("webhook_events/route");
 const CLAIM: Statement = statement!("webhook_events/claim");
+const REPLAY: Statement = statement!("webhook_events/replay");
+const LIST: Statement = statement!("webhook_events/list");
 const RECORD: Statement = statement!("webhook_events/record");
 const COUNTS: Statement = statement!("webhook_events/counts");
 const PURGE: Statement = statement!("webhook_events/purge");
@@ -23,10 +28,90 @@ const PURGE: Statement = statement!("webhook_events/purge");
 pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
     "Lease expired on the final dispatch attempt; the drainer stopped without recording";
 
+/// The `last_error` of an event no endpoint of its client subscribes to (closed unsent).
+pub const NOT_SUBSCRIBED: &str =
+    "Not sent: no webhook endpoint of its client subscribes to this event type";
+
+/// The `last_error` of an event of a client with no endpoint when no default URL is set.
+pub const NO_DESTINATION: &str =
+    "Not sent: its client has no webhook endpoint and WEBHOOK_URL is not set";
+
+/// What one routing statement decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Routed {
+    /// Rows given a registered endpoint (copies for further endpoints included).
+    pub to_endpoints: u64,
+    /// Rows for the default URL (`WEBHOOK_URL`).
+    pub to_default: u64,
+    /// Rows with no destination at all (no endpoint, no default URL): closed unsent.
+    pub no_destination: u64,
+    /// Rows whose client has endpoints, none subscribed to the type: closed unsent.
+    pub unsubscribed: u64,
+}
+
+/// Routes up to `limit` new events (see the statement): each to the endpoints of the client
+/// that created it, else to the default URL when `default_configured`, else nowhere.
+pub async fn route(
+    db: &impl GenericClient,
+    limit: i64,
+    default_configured: bool,
+) -> Result<Routed, tokio_postgres::Error> {
+    let statement = ROUTE.prepare(db).await?;
+    let rows = db
+        .query(
+            &statement,
+            &[
+                &limit,
+                &default_configured,
+                &NOT_SUBSCRIBED,
+                &NO_DESTINATION,
+            ],
+        )
+        .await?;
+    let mut routed = Routed::default();
+    for row in &rows {
+        let closed: bool = row.try_get("closed")?;
+        let has_endpoints: bool = row.try_get("has_endpoints")?;
+        match (closed, has_endpoints) {
+            (true, true) => routed.unsubscribed += 1,
+            (true, false) => routed.no_destination += 1,
+            (false, _) if row.try_get::<_, Option<Uuid>>("endpoint_id")?.is_some() => {
+                routed.to_endpoints += 1
+            }
+            (false, _) => routed.to_default += 1,
+        }
+    }
+    if let Some(row) = rows.first() {
+        routed.to_endpoints += u64::try_from(row.try_get::<_, i64>("copies")?).unwrap_or(0);
+    }
+    Ok(routed)
+}
+
+/// Where a claimed event goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// The default URL, `WEBHOOK_URL`, signed with `WEBHOOK_SECRET`.
+    Default,
+    /// A registered endpoint: its URL and the keys that sign (the current secret, then the
+    /// previous one while it still signs).
+    Endpoint {
+        id: Uuid,
+        url: String,
+        keys: Vec<SigningKey>,
+    },
+    /// Its endpoint was deleted after the event was routed to it.
+    Deleted(Uuid),
+}
+
 /// An event this drainer holds: DISPATCHING with `dispatch_attempts`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedEvent {
+    /// The row: the fence for [`record`].
     pub id: Uuid,
+    /// The `eventId` sent: the row's id, or for a copy made for a further endpoint the
+    /// original row's id, so every endpoint receives the same one.
+    pub event_id: Uuid,
+    pub destination: Destination,
     /// `notification.sent`, `circuit.opened`, …
     pub kind: String,
     pub subject: Subject,
@@ -90,6 +175,8 @@ pub async fn claim(
             due,
             ClaimedEvent {
                 id: row.try_get("id")?,
+                event_id: row.try_get("event_id")?,
+                destination: destination(&row)?,
                 kind: row.try_get("type")?,
                 subject: match row.try_get::<_, Option<Uuid>>("notification_id")? {
                     Some(id) => Subject::Notification {
@@ -111,6 +198,114 @@ pub async fn claim(
     ordered.sort_by_key(|(due, event)| (*due, event.occurred_at));
     claim.events = ordered.into_iter().map(|(_, event)| event).collect();
     Ok(claim)
+}
+
+fn destination(row: &tokio_postgres::Row) -> Result<Destination, tokio_postgres::Error> {
+    let Some(id) = row.try_get::<_, Option<Uuid>>("endpoint_id")? else {
+        return Ok(Destination::Default);
+    };
+    if !row.try_get::<_, bool>("endpoint_found")? {
+        return Ok(Destination::Deleted(id));
+    }
+    let secrets = [
+        row.try_get::<_, Option<String>>("secret")?,
+        row.try_get::<_, Option<String>>("previous_secret")?,
+    ];
+    Ok(Destination::Endpoint {
+        id,
+        url: row.try_get::<_, Option<String>>("url")?.unwrap_or_default(),
+        keys: secrets
+            .iter()
+            .flatten()
+            .filter_map(|secret| SigningKey::from_secret(secret))
+            .collect(),
+    })
+}
+
+/// Sends up to `limit` GIVEN_UP events again (see the statement) and returns their row ids.
+/// `owner`: only events of that key's endpoints (a client); `endpoint`: only that one's;
+/// `since`: only events created then or later.
+pub async fn replay(
+    db: &impl GenericClient,
+    owner: Option<Uuid>,
+    endpoint: Option<Uuid>,
+    since: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<Uuid>, tokio_postgres::Error> {
+    let statement = REPLAY.prepare(db).await?;
+    db.query(&statement, &[&owner, &endpoint, &since, &limit])
+        .await?
+        .iter()
+        .map(|row| row.try_get("id"))
+        .collect()
+}
+
+/// One row of `GET /webhook-events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedEvent {
+    pub event_id: Uuid,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: String,
+    pub attempts: i32,
+    pub endpoint_id: Option<Uuid>,
+    #[serde(serialize_with = "crate::notification::serialize_time")]
+    pub created_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+    /// The keyset position (the row), for the next page's cursor.
+    #[serde(skip)]
+    pub row_id: Uuid,
+}
+
+/// What `GET /webhook-events` filters on.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    /// Only events of that key's endpoints (a client).
+    pub owner: Option<Uuid>,
+    pub endpoint: Option<Uuid>,
+    /// A dispatch state: PENDING, DISPATCHING, DELIVERED or GIVEN_UP.
+    pub status: Option<String>,
+    /// After this (created_at, row id), newest first.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+    pub limit: i64,
+}
+
+pub async fn list(
+    db: &impl GenericClient,
+    filter: &EventFilter,
+) -> Result<Vec<ListedEvent>, tokio_postgres::Error> {
+    let statement = LIST.prepare(db).await?;
+    let (after_time, after_id) = match filter.after {
+        Some((time, id)) => (Some(time), Some(id)),
+        None => (None, None),
+    };
+    db.query(
+        &statement,
+        &[
+            &filter.owner,
+            &filter.endpoint,
+            &filter.status,
+            &filter.limit,
+            &after_time,
+            &after_id,
+        ],
+    )
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(ListedEvent {
+            event_id: row.try_get("event_id")?,
+            kind: row.try_get("type")?,
+            status: row.try_get("dispatch_state")?,
+            attempts: row.try_get("dispatch_attempts")?,
+            endpoint_id: row.try_get("endpoint_id")?,
+            created_at: row.try_get("created_at")?,
+            last_error: row.try_get("last_error")?,
+            row_id: row.try_get("id")?,
+        })
+    })
+    .collect()
 }
 
 /// What happened to one claimed event.

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use crate::notification::format_time;
 use crate::webhook::outbox::{ClaimedEvent, Subject};
-use crate::webhook::signing::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, SigningKey};
+use crate::webhook::signing::{
+    HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, SigningKey, sign_all,
+};
 
 pub const EVENT_ID_HEADER: &str = "X-Webhook-Event-Id";
 
@@ -20,7 +22,7 @@ pub const EVENT_ID_HEADER: &str = "X-Webhook-Event-Id";
 /// `eventId`, `type`, its own fields and `timestamp`.
 pub fn body(event: &ClaimedEvent) -> Value {
     let mut body = Map::new();
-    body.insert("eventId".into(), json!(event.id));
+    body.insert("eventId".into(), json!(event.event_id));
     body.insert("type".into(), json!(event.kind));
     match &event.subject {
         Subject::Notification {
@@ -73,40 +75,63 @@ impl WebhookClient {
         self.timeout
     }
 
-    /// One POST. `Err` carries the `last_error` text: connection error, timeout or non-2xx.
+    /// One POST to the default URL. `Err` carries the `last_error` text: connection
+    /// error, timeout or non-2xx.
     pub async fn post(&self, event: &ClaimedEvent) -> Result<(), String> {
-        let body = serde_json::to_vec(&body(event))
-            .map_err(|error| format!("Cannot encode the webhook body: {error}"))?;
-        let event_id = event.id.to_string();
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, &event_id);
-        if let Some(key) = &self.key {
-            // Signed at send time: receivers reject timestamps more than 5 minutes off.
-            let timestamp = Utc::now().timestamp();
-            request = request
-                .header(HEADER_ID, &event_id)
-                .header(HEADER_TIMESTAMP, timestamp.to_string())
-                .header(HEADER_SIGNATURE, key.sign(&event_id, timestamp, &body));
-        }
-        match request.body(body).send().await {
-            Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(format!(
-                "Webhook receiver answered HTTP {}",
-                response.status().as_u16()
-            )),
-            Err(error) if error.is_timeout() => Err(format!(
-                "Webhook receiver timed out after {}ms",
-                self.timeout.as_millis()
-            )),
-            // Without the URL: it may carry a token in its query.
-            Err(error) => Err(format!(
-                "Webhook request failed: {}",
-                error_chain(&error.without_url())
-            )),
-        }
+        send(
+            &self.client,
+            &self.url,
+            self.key.as_slice(),
+            event,
+            self.timeout,
+        )
+        .await
+    }
+}
+
+/// One POST of `event` to `url` with `client`, signed by every key in `keys` (none:
+/// unsigned). `Err` carries the `last_error` text: connection error (a refused destination
+/// included), timeout or non-2xx — a redirect is a non-2xx, never followed.
+pub async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    keys: &[SigningKey],
+    event: &ClaimedEvent,
+    timeout: Duration,
+) -> Result<(), String> {
+    let body = serde_json::to_vec(&body(event))
+        .map_err(|error| format!("Cannot encode the webhook body: {error}"))?;
+    let event_id = event.event_id.to_string();
+    let mut request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(EVENT_ID_HEADER, &event_id);
+    if !keys.is_empty() {
+        // Signed at send time: receivers reject timestamps more than 5 minutes off.
+        let timestamp = Utc::now().timestamp();
+        request = request
+            .header(HEADER_ID, &event_id)
+            .header(HEADER_TIMESTAMP, timestamp.to_string())
+            .header(
+                HEADER_SIGNATURE,
+                sign_all(keys, &event_id, timestamp, &body),
+            );
+    }
+    match request.body(body).send().await {
+        Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) => Err(format!(
+            "Webhook receiver answered HTTP {}",
+            response.status().as_u16()
+        )),
+        Err(error) if error.is_timeout() => Err(format!(
+            "Webhook receiver timed out after {}ms",
+            timeout.as_millis()
+        )),
+        // Without the URL: it may carry a token in its query.
+        Err(error) => Err(format!(
+            "Webhook request failed: {}",
+            error_chain(&error.without_url())
+        )),
     }
 }
 
@@ -128,12 +153,15 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhook::outbox::Destination;
 
     #[test]
     fn a_notification_event_has_the_five_fields_and_its_type() {
         let id = Uuid::nil();
         let event = ClaimedEvent {
             id,
+            event_id: id,
+            destination: Destination::Default,
             kind: "notification.sent".into(),
             subject: Subject::Notification {
                 id,
@@ -156,6 +184,8 @@ mod tests {
     fn a_channel_event_carries_its_own_fields() {
         let event = ClaimedEvent {
             id: Uuid::nil(),
+            event_id: Uuid::nil(),
+            destination: Destination::Default,
             kind: "circuit.opened".into(),
             subject: Subject::Other(json!({"channel": "EMAIL", "circuit": "OPEN"})),
             occurred_at: chrono::Utc::now(),

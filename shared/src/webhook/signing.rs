@@ -12,7 +12,7 @@ pub const HEADER_SIGNATURE: &str = "webhook-signature";
 
 /// The HMAC key (configuration decodes `WEBHOOK_SECRET` into it). Its `Debug` never
 /// shows the key.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SigningKey(Vec<u8>);
 
 impl std::fmt::Debug for SigningKey {
@@ -24,6 +24,18 @@ impl std::fmt::Debug for SigningKey {
 impl SigningKey {
     pub fn new(key: Vec<u8>) -> Self {
         SigningKey(key)
+    }
+
+    /// The key of a Standard Webhooks secret `whsec_<base64>` (an endpoint's secret).
+    pub fn from_secret(secret: &str) -> Option<Self> {
+        let encoded = secret.strip_prefix("whsec_")?;
+        let key = STANDARD.decode(encoded).ok()?;
+        (!key.is_empty()).then_some(SigningKey(key))
+    }
+
+    /// A new random endpoint secret, `whsec_` and 32 random bytes in base64.
+    pub fn generate_secret() -> String {
+        format!("whsec_{}", STANDARD.encode(rand::random::<[u8; 32]>()))
     }
 
     /// The `webhook-signature` header value for one request.
@@ -39,6 +51,16 @@ impl SigningKey {
         mac.update(body);
         format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
     }
+}
+
+/// The `webhook-signature` header value signed by every key: Standard Webhooks lets one
+/// header carry several space-separated signatures, so while a rotated secret still signs
+/// a receiver holding either secret accepts the request.
+pub fn sign_all(keys: &[SigningKey], id: &str, timestamp: i64, body: &[u8]) -> String {
+    keys.iter()
+        .map(|key| key.sign(id, timestamp, body))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -69,6 +91,29 @@ mod tests {
         assert_eq!(
             key.sign("evt_1", 1700000000, br#"{"a":1}"#),
             "v1,wKhIRO95CwgkVRfQoJ5oO40goe0AQm3d2QjVzZkvLnA="
+        );
+    }
+
+    #[test]
+    fn generated_secrets_decode_and_two_keys_give_two_signatures() {
+        let secret = SigningKey::generate_secret();
+        assert!(secret.starts_with("whsec_"));
+        let key = SigningKey::from_secret(&secret).expect("decodes");
+        assert_ne!(secret, SigningKey::generate_secret());
+        assert_eq!(SigningKey::from_secret("raw-secret"), None);
+        let old = SigningKey::new(b"plain-secret".to_vec());
+        let header = sign_all(
+            &[key.clone(), old.clone()],
+            "evt_1",
+            1700000000,
+            br#"{"a":1}"#,
+        );
+        assert_eq!(
+            header,
+            format!(
+                "{} v1,wKhIRO95CwgkVRfQoJ5oO40goe0AQm3d2QjVzZkvLnA=",
+                key.sign("evt_1", 1700000000, br#"{"a":1}"#)
+            )
         );
     }
 

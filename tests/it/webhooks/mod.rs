@@ -1,8 +1,10 @@
 //! The webhook drainer against a real PostgreSQL and a real HTTP receiver on 127.0.0.1:
 //! retries, giving up, exactly-once claims across drainers, lease takeover after a crash,
-//! the body contract and Standard Webhooks signatures.
+//! the body contract and Standard Webhooks signatures; endpoints per client, their SSRF
+//! rules, secret rotation and replay.
 
 mod delivery;
+mod endpoints;
 mod races;
 mod signing;
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 use chrono::Utc;
 use notify_shared::stop::StopSignal;
 use notify_shared::webhook::DrainOutcome;
-use notify_shared::webhook::outbox::{self, ClaimedEvent, Dispatch, OutboxCounts, Subject};
+use notify_shared::webhook::outbox::{
+    self, ClaimedEvent, Destination, Dispatch, OutboxCounts, Subject,
+};
 use notify_tests::receiver::{Receiver, Reply};
 use notify_tests::{TestDb, factory, worker};
 use uuid::Uuid;
@@ -102,6 +104,8 @@ async fn a_drainer_killed_mid_post_loses_its_lease_and_its_late_record_changes_n
     // What the killed drainer held: its attempt number is the fence.
     let stale = ClaimedEvent {
         id: event,
+        event_id: event,
+        destination: Destination::Default,
         kind: "notification.sent".to_string(),
         subject: Subject::Notification {
             id: notification.id,

@@ -1,0 +1,6 @@
+-- Every endpoint (operators), oldest first; secrets are never listed.
+SELECT id, url, event_types, created_at,
+       CASE WHEN previous_secret_valid_until > now() THEN previous_secret_valid_until END
+           AS previous_secret_valid_until
+FROM webhook_endpoints
+ORDER BY created_at, id

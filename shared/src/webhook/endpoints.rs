@@ -1,0 +1,185 @@
+//! Registered webhook endpoints: where a client's outcomes go, the event types each one
+//! receives, and its Standard Webhooks secret (shown once, at registration or rotation).
+//! A key manages only its own endpoints; operators may manage every one.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use std::time::Duration;
+use uuid::Uuid;
+
+use crate::auth::{Caller, Scope};
+use crate::queue::millis;
+use crate::sql::{Statement, statement};
+use crate::webhook::signing::SigningKey;
+
+const CREATE: Statement = statement!("webhook_endpoints/create");
+const LIST: Statement = statement!("webhook_endpoints/list");
+const LIST_ALL: Statement = statement!("webhook_endpoints/list_all");
+const DELETE: Statement = statement!("webhook_endpoints/delete");
+const ROTATE: Statement = statement!("webhook_endpoints/rotate");
+const OWNER: Statement = statement!("webhook_endpoints/owner");
+const ANY: Statement = statement!("webhook_endpoints/any");
+
+/// Every event type an endpoint may subscribe to. `circuit.*` events have no client and
+/// reach only endpoints registered by operators.
+pub const EVENT_TYPES: [&str; 8] = [
+    "notification.sent",
+    "notification.failed",
+    "notification.dead_lettered",
+    "notification.suppressed",
+    "notification.expired",
+    "campaign.done",
+    "circuit.opened",
+    "circuit.closed",
+];
+
+/// How long a rotated-out secret keeps signing, next to the new one.
+pub const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+
+/// The owner of work created without a key (matches the nil owner of recipients).
+pub const ANONYMOUS_OWNER: Uuid = Uuid::nil();
+
+/// An endpoint as listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    pub id: Uuid,
+    pub url: String,
+    /// `None`: every event type.
+    pub event_types: Option<Vec<String>>,
+    #[serde(serialize_with = "crate::notification::serialize_time")]
+    pub created_at: DateTime<Utc>,
+    /// While a rotated-out secret still signs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_valid_until: Option<String>,
+}
+
+fn endpoint(row: &tokio_postgres::Row) -> Result<Endpoint, tokio_postgres::Error> {
+    Ok(Endpoint {
+        id: row.try_get("id")?,
+        url: row.try_get("url")?,
+        event_types: row.try_get("event_types")?,
+        created_at: row.try_get("created_at")?,
+        previous_secret_valid_until: row
+            .try_get::<_, Option<DateTime<Utc>>>("previous_secret_valid_until")?
+            .as_ref()
+            .map(crate::notification::format_time),
+    })
+}
+
+/// Whose endpoints a caller registers: its key, or the nil key when anonymous.
+pub fn owner_of(caller: &Caller) -> Uuid {
+    caller.key_id.unwrap_or(ANONYMOUS_OWNER)
+}
+
+/// Which endpoints a caller manages: `None` for operators (all), else its own.
+pub fn manages(caller: &Caller) -> Option<Uuid> {
+    match caller.scope {
+        Scope::Operator => None,
+        Scope::Client => Some(owner_of(caller)),
+    }
+}
+
+/// Registers an endpoint for `caller` and returns it with its new secret (shown once).
+pub async fn create(
+    db: &impl GenericClient,
+    caller: &Caller,
+    url: &str,
+    event_types: Option<&[String]>,
+) -> Result<(Endpoint, String), tokio_postgres::Error> {
+    let secret = SigningKey::generate_secret();
+    let statement = CREATE.prepare(db).await?;
+    let row = db
+        .query_one(
+            &statement,
+            &[
+                &Uuid::new_v4(),
+                &owner_of(caller),
+                &(caller.scope == Scope::Operator),
+                &url,
+                &event_types,
+                &secret,
+            ],
+        )
+        .await?;
+    Ok((endpoint(&row)?, secret))
+}
+
+/// The endpoints `caller` manages, oldest first.
+pub async fn list(
+    db: &impl GenericClient,
+    caller: &Caller,
+) -> Result<Vec<Endpoint>, tokio_postgres::Error> {
+    let rows = match manages(caller) {
+        Some(owner) => {
+            let statement = LIST.prepare(db).await?;
+            db.query(&statement, &[&owner]).await?
+        }
+        None => {
+            let statement = LIST_ALL.prepare(db).await?;
+            db.query(&statement, &[]).await?
+        }
+    };
+    rows.iter().map(endpoint).collect()
+}
+
+/// Deletes an endpoint `caller` manages; `false` when there is none by that id. Its events
+/// not yet sent are given up when claimed.
+pub async fn delete(
+    db: &impl GenericClient,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<bool, tokio_postgres::Error> {
+    let statement = DELETE.prepare(db).await?;
+    Ok(db.execute(&statement, &[&id, &manages(caller)]).await? > 0)
+}
+
+/// A new secret for an endpoint `caller` manages; the current one keeps signing for
+/// [`ROTATION_OVERLAP`]. `None` when there is no endpoint by that id.
+pub struct Rotated {
+    pub id: Uuid,
+    pub secret: String,
+    pub previous_secret_valid_until: DateTime<Utc>,
+}
+
+pub async fn rotate(
+    db: &impl GenericClient,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<Option<Rotated>, tokio_postgres::Error> {
+    let secret = SigningKey::generate_secret();
+    let statement = ROTATE.prepare(db).await?;
+    let row = db
+        .query_opt(
+            &statement,
+            &[&id, &manages(caller), &secret, &millis(ROTATION_OVERLAP)],
+        )
+        .await?;
+    row.map(|row| {
+        Ok(Rotated {
+            id: row.try_get("id")?,
+            secret,
+            previous_secret_valid_until: row.try_get("previous_secret_valid_until")?,
+        })
+    })
+    .transpose()
+}
+
+/// Whether `caller` manages endpoint `id`.
+pub async fn is_managed(
+    db: &impl GenericClient,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<bool, tokio_postgres::Error> {
+    let statement = OWNER.prepare(db).await?;
+    db.query_one(&statement, &[&id, &manages(caller)])
+        .await?
+        .try_get("found")
+}
+
+/// Whether any endpoint is registered at all.
+pub async fn any_registered(db: &impl GenericClient) -> Result<bool, tokio_postgres::Error> {
+    let statement = ANY.prepare(db).await?;
+    db.query_one(&statement, &[]).await?.try_get("registered")
+}

@@ -1,0 +1,771 @@
+//! Webhook endpoints per client: each client receives only its own events, event types
+//! choose what an endpoint gets, a rotated secret signs twice for its overlap, given-up
+//! events are replayed with their eventId, and the SSRF rules hold at registration and at
+//! dispatch (loopback, private, link-local, IPv6 loopback, a name resolving to loopback; no
+//! redirect followed). Every receiver listens on 127.0.0.1: no traffic leaves the machine.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{TimeDelta, Utc};
+use notify_shared::auth::{self, Scope};
+use notify_shared::config::Config;
+use notify_shared::webhook::destination::DestinationPolicy;
+use notify_shared::webhook::drainer::ENDPOINT_DELETED;
+use notify_shared::webhook::outbox::{NO_DESTINATION, NOT_SUBSCRIBED};
+use notify_tests::db::execute;
+use notify_tests::receiver::{Receiver, Reply, closed_port_url};
+use notify_tests::{TestApp, TestDb, factory, worker};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::signing::verify;
+use super::{event_row, make_due};
+
+/// Loopback receivers are reachable: what the local runner and these tests allow.
+const OPEN: DestinationPolicy = DestinationPolicy {
+    allow_http: true,
+    allow_private: true,
+};
+
+/// The deployed rules, except that http is allowed so that a refusal is about the address.
+const GUARDED: DestinationPolicy = DestinationPolicy {
+    allow_http: true,
+    allow_private: false,
+};
+
+/// The API with keys, registering endpoints under the loopback-friendly rules.
+async fn open_app() -> TestApp {
+    let config = Config::from_vars(HashMap::from([
+        ("ALLOW_HTTP_WEBHOOKS".to_string(), "true".to_string()),
+        ("ALLOW_PRIVATE_WEBHOOKS".to_string(), "true".to_string()),
+    ]))
+    .expect("configuration");
+    TestApp::spawn_with_keys_and_config(config).await
+}
+
+async fn key(db: &TestDb, name: &str, scope: Scope) -> (Uuid, String) {
+    let connection = db.pool.get().await.expect("db");
+    auth::create_key(&connection, name, scope)
+        .await
+        .expect("key")
+}
+
+async fn call(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = app.request(method, path).bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    app.send(request).await.pair()
+}
+
+/// `POST /webhook-endpoints` that must answer 201; returns (id, secret).
+async fn register(app: &TestApp, key: &str, body: Value) -> (Uuid, String) {
+    let (status, reply) = call(app, Method::POST, "/webhook-endpoints", key, Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{reply}");
+    let id = reply["id"].as_str().expect("id").parse().expect("uuid");
+    let secret = reply["secret"].as_str().expect("secret").to_string();
+    assert!(secret.starts_with("whsec_"), "{reply}");
+    (id, secret)
+}
+
+/// A notification of `owner` (created by factory, owned as the API would own it) and the
+/// `status` event its final transition writes.
+async fn owned_event(db: &TestDb, owner: Option<Uuid>, status: &str) -> Uuid {
+    let notification = factory::create(&db.pool, factory::Spec::default()).await;
+    execute(
+        &db.pool,
+        "UPDATE notifications SET owner_key_id = $2 WHERE id = $1",
+        &[&notification.id, &owner],
+    )
+    .await;
+    factory::insert_event(&db.pool, notification.id, status, 1, Utc::now()).await
+}
+
+/// An endpoint row as registration would have written it when the name still resolved
+/// elsewhere (the check at dispatch is what is under test).
+async fn endpoint_row(db: &TestDb, owner: Uuid, url: &str) -> Uuid {
+    let id = Uuid::new_v4();
+    execute(
+        &db.pool,
+        "INSERT INTO webhook_endpoints (id, owner_key_id, operator, url, secret)
+         VALUES ($1, $2, false, $3, 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0')",
+        &[&id, &owner, &url],
+    )
+    .await;
+    id
+}
+
+fn event_ids(receiver: &Receiver) -> BTreeSet<String> {
+    receiver.event_ids().into_iter().collect()
+}
+
+fn ids(events: &[Uuid]) -> BTreeSet<String> {
+    events.iter().map(Uuid::to_string).collect()
+}
+
+#[tokio::test]
+async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_rest() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (a_id, a_key) = key(db, "client-a", Scope::Client).await;
+    let (b_id, b_key) = key(db, "client-b", Scope::Client).await;
+    let (c_id, _) = key(db, "client-c-without-endpoints", Scope::Client).await;
+    let a = Receiver::start(&[], Reply::Status(200)).await;
+    let a_failures = Receiver::start(&[], Reply::Status(200)).await;
+    let b = Receiver::start(&[], Reply::Status(200)).await;
+    let default = Receiver::start(&[], Reply::Status(200)).await;
+    let (a_endpoint, _) = register(&app, &a_key, json!({"url": a.url})).await;
+    let (a_failures_endpoint, _) = register(
+        &app,
+        &a_key,
+        json!({"url": a_failures.url, "eventTypes": ["notification.failed"]}),
+    )
+    .await;
+    let (b_endpoint, _) = register(
+        &app,
+        &b_key,
+        json!({"url": b.url, "eventTypes": ["notification.sent"]}),
+    )
+    .await;
+
+    let a_sent = owned_event(db, Some(a_id), "SENT").await;
+    let a_failed = owned_event(db, Some(a_id), "FAILED").await;
+    let b_sent = owned_event(db, Some(b_id), "SENT").await;
+    let b_failed = owned_event(db, Some(b_id), "FAILED").await;
+    let c_sent = owned_event(db, Some(c_id), "SENT").await;
+
+    let drainer = worker::drainer(&db.pool, &default.url, 10)
+        .destinations(OPEN)
+        .build();
+    let outcome = worker::drain(&drainer).await;
+    // a_failed goes to both of A's endpoints; b_failed to none of B's.
+    assert_eq!((outcome.claimed, outcome.delivered), (5, 5), "{outcome:?}");
+
+    assert_eq!(event_ids(&a), ids(&[a_sent, a_failed]));
+    assert_eq!(event_ids(&a_failures), ids(&[a_failed]));
+    assert_eq!(event_ids(&b), ids(&[b_sent]));
+    assert_eq!(event_ids(&default), ids(&[c_sent]));
+    // The copy for A's second endpoint carries the event's own id and fields.
+    let copy = a_failures.received().remove(0).json();
+    assert_eq!(copy["eventId"], a_failed.to_string());
+    assert_eq!(copy["type"], "notification.failed");
+    assert_eq!(copy["status"], "FAILED");
+    assert!(
+        copy["jobId"].is_string() && copy["attemptCount"] == 1,
+        "{copy}"
+    );
+
+    let unsent = event_row(&db.pool, b_failed).await;
+    assert_eq!(
+        (unsent.state.as_str(), unsent.attempts),
+        ("DELIVERED", 0),
+        "no endpoint of B subscribes to notification.failed"
+    );
+    assert_eq!(unsent.last_error.as_deref(), Some(NOT_SUBSCRIBED));
+    assert_eq!(b.received().len(), 1);
+
+    // Each client sees and manages only its own endpoints and their events.
+    let (status, listed) = call(&app, Method::GET, "/webhook-endpoints", &b_key, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["items"][0]["id"], b_endpoint.to_string());
+    assert!(listed["items"][0].get("secret").is_none(), "{listed}");
+    let (status, events) = call(&app, Method::GET, "/webhook-events", &a_key, None).await;
+    assert_eq!(status, StatusCode::OK, "{events}");
+    let items = events["items"].as_array().expect("items");
+    assert_eq!(items.len(), 3, "{events}");
+    for item in items {
+        assert_eq!(item["status"], "DELIVERED", "{item}");
+        let endpoint = item["endpointId"].as_str().expect("endpointId");
+        assert!(
+            [a_endpoint.to_string(), a_failures_endpoint.to_string()]
+                .contains(&endpoint.to_string()),
+            "{item}"
+        );
+    }
+    // Keyset pages: 2, then the last one.
+    let (_, first) = call(&app, Method::GET, "/webhook-events?limit=2", &a_key, None).await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(2), "{first}");
+    let cursor = first["nextCursor"].as_str().expect("a next page");
+    let (_, second) = call(
+        &app,
+        Method::GET,
+        &format!("/webhook-events?limit=2&cursor={cursor}"),
+        &a_key,
+        None,
+    )
+    .await;
+    assert_eq!(
+        second["items"].as_array().map(Vec::len),
+        Some(1),
+        "{second}"
+    );
+    assert_eq!(second["nextCursor"], Value::Null);
+    assert_ne!(first["items"][1], second["items"][0]);
+
+    let path = format!("/webhook-endpoints/{a_endpoint}");
+    let (status, _) = call(&app, Method::DELETE, &path, &b_key, None).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "B may not delete A's endpoint"
+    );
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("{path}/rotate-secret"),
+        &b_key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nor rotate its secret");
+    let (status, _) = call(&app, Method::DELETE, &path, &a_key, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // An event routed to an endpoint deleted before it was sent is given up, not sent
+    // elsewhere.
+    let late = owned_event(db, Some(b_id), "SENT").await;
+    execute(
+        &db.pool,
+        "UPDATE webhook_events SET routed_at = now(), endpoint_id = $2 WHERE id = $1",
+        &[&late, &a_endpoint],
+    )
+    .await;
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.given_up, 1, "{outcome:?}");
+    let row = event_row(&db.pool, late).await;
+    assert_eq!(row.last_error.as_deref(), Some(ENDPOINT_DELETED));
+    assert_eq!(a.received().len(), 2);
+}
+
+#[tokio::test]
+async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_after() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (owner, client) = key(db, "client", Scope::Client).await;
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    let (endpoint, old_secret) = register(&app, &client, json!({"url": receiver.url})).await;
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 10)
+        .destinations(OPEN)
+        .build();
+
+    let before = owned_event(db, Some(owner), "SENT").await;
+    assert_eq!(worker::drain(&drainer).await.delivered, 1);
+
+    let (status, rotated) = call(
+        &app,
+        Method::POST,
+        &format!("/webhook-endpoints/{endpoint}/rotate-secret"),
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    assert_eq!(rotated["id"], endpoint.to_string());
+    let new_secret = rotated["secret"].as_str().expect("secret").to_string();
+    assert_ne!(new_secret, old_secret);
+    let until: chrono::DateTime<Utc> = rotated["previousSecretValidUntil"]
+        .as_str()
+        .expect("until")
+        .parse()
+        .expect("time");
+    let overlap = until - Utc::now();
+    assert!(
+        overlap > TimeDelta::hours(23) && overlap <= TimeDelta::hours(24),
+        "{overlap}"
+    );
+
+    let during = owned_event(db, Some(owner), "SENT").await;
+    assert_eq!(worker::drain(&drainer).await.delivered, 1);
+    // The overlap ends (as 24 hours later).
+    execute(
+        &db.pool,
+        "UPDATE webhook_endpoints SET previous_secret_valid_until = now() - interval '1 second'
+         WHERE id = $1",
+        &[&endpoint],
+    )
+    .await;
+    let after = owned_event(db, Some(owner), "SENT").await;
+    assert_eq!(worker::drain(&drainer).await.delivered, 1);
+
+    let received = receiver.received();
+    assert_eq!(received.len(), 3);
+    let now = Utc::now().timestamp();
+    let signatures = |i: usize| {
+        received[i]
+            .header("webhook-signature")
+            .expect("signed")
+            .split(' ')
+            .count()
+    };
+    let check =
+        |i: usize, secret: &str| verify(secret, &received[i].headers, &received[i].body, now);
+
+    assert_eq!(received[0].event_id(), before.to_string());
+    assert_eq!(signatures(0), 1);
+    assert!(check(0, &old_secret).is_ok());
+    assert!(check(0, &new_secret).is_err());
+
+    assert_eq!(received[1].event_id(), during.to_string());
+    assert_eq!(signatures(1), 2, "two v1 signatures during the overlap");
+    assert_eq!(
+        check(1, &old_secret),
+        Ok(()),
+        "the old secret still verifies"
+    );
+    assert_eq!(check(1, &new_secret), Ok(()), "the new secret verifies");
+
+    assert_eq!(received[2].event_id(), after.to_string());
+    assert_eq!(signatures(2), 1, "one signature after the overlap");
+    assert_eq!(check(2, &new_secret), Ok(()));
+    assert!(
+        check(2, &old_secret).is_err(),
+        "the old secret no longer verifies"
+    );
+}
+
+#[tokio::test]
+async fn a_given_up_event_is_listed_and_replayed_with_its_event_id() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (owner, client) = key(db, "client", Scope::Client).await;
+    let (_, other) = key(db, "other", Scope::Client).await;
+    let (url, address) = closed_port_url().await;
+    let (endpoint, _) = register(&app, &client, json!({"url": url})).await;
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 1)
+        .destinations(OPEN)
+        .build();
+
+    let event = owned_event(db, Some(owner), "DEAD_LETTERED").await;
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.given_up, 1, "{outcome:?}");
+    let row = event_row(&db.pool, event).await;
+    assert_eq!(row.state, "GIVEN_UP");
+
+    let (status, listed) = call(
+        &app,
+        Method::GET,
+        "/webhook-events?status=GIVEN_UP",
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(
+        listed["items"],
+        json!([{
+            "eventId": event.to_string(), "type": "notification.dead_lettered",
+            "status": "GIVEN_UP", "attempts": 1, "endpointId": endpoint.to_string(),
+            "createdAt": listed["items"][0]["createdAt"], "lastError": row.last_error,
+        }])
+    );
+    assert_eq!(listed["nextCursor"], Value::Null);
+    let (_, delivered) = call(
+        &app,
+        Method::GET,
+        "/webhook-events?status=DELIVERED",
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(delivered["items"], json!([]));
+    let (_, others) = call(&app, Method::GET, "/webhook-events", &other, None).await;
+    assert_eq!(
+        others["items"],
+        json!([]),
+        "another client sees none of them"
+    );
+    let replay = json!({"endpointId": endpoint});
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/webhook-events/retry",
+        &other,
+        Some(replay.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nor replays them");
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/webhook-events/retry",
+        &other,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(event_row(&db.pool, event).await.state, "GIVEN_UP");
+
+    // The receiver comes up; the client replays.
+    let receiver = Receiver::accepting_on(address.port()).await;
+    let (status, replayed) = call(
+        &app,
+        Method::POST,
+        "/webhook-events/retry",
+        &client,
+        Some(replay),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{replayed}");
+    assert_eq!(replayed, json!({"replayed": 1}));
+    let row = event_row(&db.pool, event).await;
+    assert_eq!((row.state.as_str(), row.attempts), ("PENDING", 0));
+
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.delivered, 1, "{outcome:?}");
+    assert_eq!(receiver.event_ids(), vec![event.to_string()]);
+    assert_eq!(event_row(&db.pool, event).await.state, "DELIVERED");
+    make_due(&db.pool).await;
+    assert_eq!(worker::drain(&drainer).await.claimed, 0, "sent once");
+}
+
+#[tokio::test]
+async fn endpoints_on_this_machine_or_private_networks_are_refused_at_dispatch() {
+    let db = TestDb::new().await;
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    let port = receiver.address.port();
+    let targets = [
+        (format!("http://127.0.0.1:{port}/hooks"), "is loopback"),
+        ("http://10.0.0.1/hooks".to_string(), "is private"),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "is link-local",
+        ),
+        (format!("http://[::1]:{port}/hooks"), "is loopback"),
+        (
+            format!("http://[::ffff:127.0.0.1]:{port}/hooks"),
+            "is loopback",
+        ),
+        // A name: refused by the resolver inside the HTTP client, at connect time.
+        (
+            format!("http://localhost:{port}/hooks"),
+            "the host localhost resolves to",
+        ),
+    ];
+    let mut events = Vec::new();
+    for (i, (url, _)) in targets.iter().enumerate() {
+        let (owner, _) = key(&db, &format!("client-{i}"), Scope::Client).await;
+        endpoint_row(&db, owner, url).await;
+        events.push(owned_event(&db, Some(owner), "SENT").await);
+    }
+    let guarded = worker::drainer(&db.pool, &receiver.url, 10)
+        .destinations(GUARDED)
+        .build();
+    let started = std::time::Instant::now();
+    let outcome = worker::drain(&guarded).await;
+    assert_eq!(
+        (outcome.claimed, outcome.retried),
+        (targets.len() as u64, targets.len() as u64),
+        "{outcome:?}"
+    );
+    // 10.0.0.1 was never dialled: a connect attempt would wait for the 2 s time limit.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    for ((url, reason), event) in targets.iter().zip(&events) {
+        let row = event_row(&db.pool, *event).await;
+        let error = row.last_error.unwrap_or_default();
+        assert!(
+            error.contains(reason) && error.contains("ALLOW_PRIVATE_WEBHOOKS"),
+            "{url}: {error}"
+        );
+    }
+    assert!(receiver.received().is_empty(), "nothing reached 127.0.0.1");
+
+    // The IPv4 loopback endpoints are reached when private addresses are allowed: the
+    // refusals above are the rule, not a broken setup. The others are kept from being
+    // dialled for real.
+    let reachable = [events[0], events[5]];
+    execute(
+        &db.pool,
+        "UPDATE webhook_events
+         SET next_dispatch_at = CASE WHEN id = ANY($1) THEN now() ELSE 'infinity' END",
+        &[&reachable.to_vec()],
+    )
+    .await;
+    let open = worker::drainer(&db.pool, &receiver.url, 10)
+        .destinations(OPEN)
+        .build();
+    let outcome = worker::drain(&open).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (2, 2), "{outcome:?}");
+    assert_eq!(event_ids(&receiver), ids(&reachable));
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed() {
+    let db = TestDb::new().await;
+    let target = Receiver::start(&[], Reply::Status(200)).await;
+    let redirecting = Receiver::start(&[], Reply::RedirectTo(target.address)).await;
+    let (owner, _) = key(&db, "client", Scope::Client).await;
+    endpoint_row(&db, owner, &redirecting.url).await;
+    let event = owned_event(&db, Some(owner), "SENT").await;
+    let drainer = worker::drainer(&db.pool, &target.url, 10)
+        .destinations(OPEN)
+        .build();
+
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.retried, 1, "{outcome:?}");
+    let row = event_row(&db.pool, event).await;
+    assert_eq!(
+        row.last_error.as_deref(),
+        Some("Webhook receiver answered HTTP 307")
+    );
+    assert_eq!(redirecting.received().len(), 1);
+    assert!(
+        target.received().is_empty(),
+        "the redirect was not followed"
+    );
+}
+
+#[tokio::test]
+async fn registration_refuses_addresses_of_this_machine_plain_http_and_unknown_types() {
+    // The deployed rules.
+    let app = TestApp::spawn_with_keys_and_config(
+        Config::from_vars(HashMap::new()).expect("configuration"),
+    )
+    .await;
+    let (_, client) = key(&app.db, "client", Scope::Client).await;
+    for url in [
+        "https://127.0.0.1/hooks",
+        "https://10.0.0.1/hooks",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://[::1]/hooks",
+        "https://[::ffff:169.254.169.254]/",
+        "https://localhost/hooks",
+        "http://example.com/hooks",
+        "ftp://example.com/hooks",
+        "not a url",
+    ] {
+        let (status, reply) = call(
+            &app,
+            Method::POST,
+            "/webhook-endpoints",
+            &client,
+            Some(json!({ "url": url })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {reply}");
+        assert_eq!(reply["details"][0]["field"], "url", "{url}: {reply}");
+    }
+    for body in [
+        json!({"url": "https://hooks.example.com/", "eventTypes": ["notification.nope"]}),
+        json!({"url": "https://hooks.example.com/", "eventTypes": []}),
+        json!({"url": "https://hooks.example.com/", "eventTypes": ["circuit.opened"]}),
+        json!({"url": "https://hooks.example.com/", "extra": 1}),
+        json!({"eventTypes": ["notification.sent"]}),
+    ] {
+        let (status, reply) = call(
+            &app,
+            Method::POST,
+            "/webhook-endpoints",
+            &client,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+    }
+    let (status, reply) = call(
+        &app,
+        Method::GET,
+        "/webhook-events?status=LOST",
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+    let (status, reply) = call(
+        &app,
+        Method::POST,
+        "/webhook-events/retry",
+        &client,
+        Some(json!({"since": "yesterday", "limit": 0})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+    assert_eq!(
+        reply["details"].as_array().map(Vec::len),
+        Some(2),
+        "{reply}"
+    );
+    let (status, _) = call(
+        &app,
+        Method::DELETE,
+        &format!("/webhook-endpoints/{}", Uuid::new_v4()),
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn without_a_default_url_events_wait_until_an_endpoint_exists_then_those_without_one_are_closed()
+ {
+    let db = TestDb::new().await;
+    let config = Config::from_vars(HashMap::new()).expect("configuration");
+    let drainer =
+        notify_shared::webhook::WebhookDrainer::from_config(&db.pool, &config).expect("drainer");
+    let anonymous = owned_event(&db, None, "SENT").await;
+    assert_eq!(worker::drain(&drainer).await, Default::default());
+    let row = event_row(&db.pool, anonymous).await;
+    assert_eq!(
+        (row.state.as_str(), row.attempts, row.last_error),
+        ("PENDING", 0, None),
+        "nowhere to send anything: the outbox keeps it"
+    );
+
+    // A client registers an endpoint: its events go there, the others are closed unsent.
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    let (owner, _) = key(&db, "client", Scope::Client).await;
+    endpoint_row(&db, owner, &receiver.url).await;
+    let owned = owned_event(&db, Some(owner), "SENT").await;
+    let drainer = drainer.with_destinations(OPEN).expect("drainer");
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (1, 1), "{outcome:?}");
+    assert_eq!(receiver.event_ids(), vec![owned.to_string()]);
+    let row = event_row(&db.pool, anonymous).await;
+    assert_eq!((row.state.as_str(), row.attempts), ("DELIVERED", 0));
+    assert_eq!(row.last_error.as_deref(), Some(NO_DESTINATION));
+}
+
+#[tokio::test]
+async fn six_drainers_route_and_deliver_every_event_once_to_each_of_its_endpoints() {
+    let db = TestDb::new().await;
+    let (a, _) = key(&db, "client-a", Scope::Client).await;
+    let (b, _) = key(&db, "client-b", Scope::Client).await;
+    let slow = Reply::After(std::time::Duration::from_millis(2), 200);
+    let a_all = Receiver::start(&[], slow).await;
+    let a_sent = Receiver::start(&[], slow).await;
+    let b_all = Receiver::start(&[], slow).await;
+    endpoint_row(&db, a, &a_all.url).await;
+    let sent_only = endpoint_row(&db, a, &a_sent.url).await;
+    execute(
+        &db.pool,
+        "UPDATE webhook_endpoints SET event_types = '{notification.sent}' WHERE id = $1",
+        &[&sent_only],
+    )
+    .await;
+    endpoint_row(&db, b, &b_all.url).await;
+
+    let (mut a_events, mut a_sent_events, mut b_events) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..60 {
+        let status = if i % 3 == 0 { "FAILED" } else { "SENT" };
+        let event = owned_event(&db, Some(a), status).await;
+        a_events.push(event);
+        if status == "SENT" {
+            a_sent_events.push(event);
+        }
+        if i % 2 == 0 {
+            b_events.push(owned_event(&db, Some(b), status).await);
+        }
+    }
+
+    // Separate pools: six "processes" meeting only in the database, in small batches.
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let drainer = worker::drainer(&db.new_pool(2), &closed_port_url().await.0, 10)
+            .destinations(OPEN)
+            .build()
+            .with_batch_size(4)
+            .with_concurrency(4);
+        tasks.push(tokio::spawn(async move {
+            let mut total = notify_shared::webhook::DrainOutcome::default();
+            let mut idle = 0;
+            // A step may find nothing while another drainer holds the rows it routes.
+            while idle < 3 {
+                let outcome = worker::drain(&drainer).await;
+                total += outcome;
+                idle = if outcome.claimed == 0 { idle + 1 } else { 0 };
+            }
+            total
+        }));
+    }
+    let mut total = notify_shared::webhook::DrainOutcome::default();
+    for task in futures::future::join_all(tasks).await {
+        total += task.expect("drainer task");
+    }
+    let expected = a_events.len() + a_sent_events.len() + b_events.len();
+    assert_eq!(total.claimed, expected as u64, "{total:?}");
+    assert_eq!(total.delivered, expected as u64, "{total:?}");
+    for (receiver, events) in [
+        (&a_all, &a_events),
+        (&a_sent, &a_sent_events),
+        (&b_all, &b_events),
+    ] {
+        let received = receiver.event_ids();
+        assert_eq!(
+            received.len(),
+            events.len(),
+            "one POST per event and endpoint"
+        );
+        assert_eq!(received.into_iter().collect::<BTreeSet<_>>(), ids(events));
+    }
+    let rows = db
+        .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'DELIVERED'")
+        .await;
+    assert_eq!(rows, expected as i64, "one row per event and endpoint");
+}
+
+#[tokio::test]
+async fn circuit_events_reach_operator_endpoints_only() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (_, operator) = key(db, "ops", Scope::Operator).await;
+    let (_, client) = key(db, "client", Scope::Client).await;
+    let ops = Receiver::start(&[], Reply::Status(200)).await;
+    let ops_failures = Receiver::start(&[], Reply::Status(200)).await;
+    let clients = Receiver::start(&[], Reply::Status(200)).await;
+    register(
+        &app,
+        &operator,
+        json!({"url": ops.url, "eventTypes": ["circuit.opened", "circuit.closed"]}),
+    )
+    .await;
+    register(
+        &app,
+        &operator,
+        json!({"url": ops_failures.url, "eventTypes": ["notification.failed"]}),
+    )
+    .await;
+    register(&app, &client, json!({"url": clients.url})).await;
+    // What the circuit breaker writes when a channel's circuit opens.
+    let circuit: Uuid = db
+        .pool
+        .get()
+        .await
+        .expect("connection")
+        .query_one(
+            "INSERT INTO webhook_events (id, type, body, occurred_at)
+             VALUES (gen_random_uuid(), 'circuit.opened',
+                     '{\"channel\": \"EMAIL\", \"circuit\": \"OPEN\"}', now())
+             RETURNING id",
+            &[],
+        )
+        .await
+        .expect("circuit event")
+        .get(0);
+
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 10)
+        .destinations(OPEN)
+        .build();
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (1, 1), "{outcome:?}");
+    let received = ops.received();
+    assert_eq!(received.len(), 1);
+    let body = received[0].json();
+    assert_eq!(body["eventId"], circuit.to_string());
+    assert_eq!(
+        (&body["type"], &body["channel"]),
+        (&json!("circuit.opened"), &json!("EMAIL"))
+    );
+    assert!(ops_failures.received().is_empty() && clients.received().is_empty());
+}
