@@ -1,5 +1,6 @@
 -- Newest first, strictly after the cursor ($4, $5), $6 rows (one more than a page tells
--- whether a next page exists). Served by notifications_list_by_recipient, the rest filtered.
+-- whether a next page exists); $7 and $8 narrow to a class and a category
+-- (NULL = any), filtered on the way. Served by notifications_list_by_recipient, the rest filtered.
 SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
        attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
        redrive_count, last_redriven_at, created_at, updated_at,
@@ -8,5 +9,6 @@ SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, 
 FROM notifications
 WHERE recipient = $1 AND owner_key_id = $2 AND ($3::text IS NULL OR status = $3)
   AND (created_at, id) < ($4, $5)
+  AND ($7::text IS NULL OR class = $7) AND ($8::text IS NULL OR category = $8)
 ORDER BY created_at DESC, id DESC
 LIMIT $6

@@ -1,5 +1,6 @@
 -- Newest first, strictly after the cursor ($3, $4), $5 rows (one more than a page tells
--- whether a next page exists). An open status is read from queue_list_by_owner_status; a
+-- whether a next page exists); $6 and $7 narrow to a class and a category
+-- (NULL = any), filtered on the way. An open status is read from queue_list_by_owner_status; a
 -- final one by walking notifications_list_by_owner newest first. Only the branch the
 -- status calls for runs.
 (SELECT n.id, n.idempotency_key, n.recipient, n.channel, n.priority, n.status, n.scheduled_at, n.next_attempt_at,
@@ -10,6 +11,7 @@
  FROM queue q JOIN notifications n ON n.id = q.id
  WHERE $2 IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
    AND q.owner_key_id = $1 AND q.status = $2 AND (q.created_at, q.id) < ($3, $4)
+   AND ($6::text IS NULL OR n.class = $6) AND ($7::text IS NULL OR n.category = $7)
  ORDER BY q.created_at DESC, q.id DESC
  LIMIT $5)
 UNION ALL
@@ -21,6 +23,7 @@ UNION ALL
  FROM notifications n
  WHERE $2 NOT IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
    AND n.owner_key_id = $1 AND n.status = $2 AND (n.created_at, n.id) < ($3, $4)
+   AND ($6::text IS NULL OR n.class = $6) AND ($7::text IS NULL OR n.category = $7)
  ORDER BY n.created_at DESC, n.id DESC
  LIMIT $5)
 ORDER BY created_at DESC, id DESC

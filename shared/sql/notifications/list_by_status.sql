@@ -1,5 +1,6 @@
 -- Newest first, strictly after the cursor ($2, $3), $4 rows (one more than a page tells
--- whether a next page exists). An open status (PENDING, PROCESSING, FAILED, DEAD_LETTERED)
+-- whether a next page exists); $5 and $6 narrow to a class and a category
+-- (NULL = any), filtered on the way. An open status (PENDING, PROCESSING, FAILED, DEAD_LETTERED)
 -- is read from queue_list_by_status; a final one by walking notifications_list_all newest
 -- first (no index on notifications covers status: its transitions stay HOT). Only the
 -- branch the status calls for runs.
@@ -11,6 +12,7 @@
  FROM queue q JOIN notifications n ON n.id = q.id
  WHERE $1 IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
    AND q.status = $1 AND (q.created_at, q.id) < ($2, $3)
+   AND ($5::text IS NULL OR n.class = $5) AND ($6::text IS NULL OR n.category = $6)
  ORDER BY q.created_at DESC, q.id DESC
  LIMIT $4)
 UNION ALL
@@ -22,6 +24,7 @@ UNION ALL
  FROM notifications n
  WHERE $1 NOT IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
    AND n.status = $1 AND (n.created_at, n.id) < ($2, $3)
+   AND ($5::text IS NULL OR n.class = $5) AND ($6::text IS NULL OR n.category = $6)
  ORDER BY n.created_at DESC, n.id DESC
  LIMIT $4)
 ORDER BY created_at DESC, id DESC

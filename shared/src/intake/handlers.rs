@@ -14,10 +14,10 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
-use super::validation::{RECIPIENT_MAX, validate_create_for};
+use super::validation::{self, RECIPIENT_MAX, validate_create_for};
 use crate::auth::Caller;
 use crate::domain::names;
-use crate::notification::Status;
+use crate::notification::{Class, Status};
 use crate::problems::Problems;
 use crate::queue::{self, Cursor, InsertOutcome, ListFilter};
 
@@ -120,14 +120,24 @@ pub async fn list(
     .into_response())
 }
 
-/// `status`, `recipient`, `limit` (1–100, default 20) and `cursor`; nothing else, each once.
+/// `status`, `recipient`, `class`, `category`, `limit` (1–100, default 20) and `cursor`;
+/// nothing else, each once.
 pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut values: HashMap<&str, &str> = HashMap::new();
     let mut problems = Problems::new();
     for (key, value) in &pairs {
-        if !["status", "recipient", "limit", "cursor"].contains(&key.as_str()) {
+        if ![
+            "status",
+            "recipient",
+            "class",
+            "category",
+            "limit",
+            "cursor",
+        ]
+        .contains(&key.as_str())
+        {
             problems.unknown(key);
         } else if values.insert(key.as_str(), value.as_str()).is_some() {
             problems.add(key, format!("{key} must be given at most once"));
@@ -149,6 +159,19 @@ pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
         && problems.text("recipient", recipient, RECIPIENT_MAX)
     {
         filter.recipient = Some((*recipient).to_string());
+    }
+    if let Some(class) = values.get("class") {
+        filter.class = problems.one_of("class", Some(*class), Class::parse, "TRANSACTIONAL, BULK");
+    }
+    if let Some(category) = values.get("category") {
+        if validation::is_category(category) {
+            filter.category = Some((*category).to_string());
+        } else {
+            problems.add(
+                "category",
+                "category must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
+            );
+        }
     }
     if let Some(limit) = values.get("limit")
         && let Some(limit) = problems.integer_in("limit", limit.parse().ok(), 1..=100)

@@ -145,7 +145,7 @@ mod tests {
         let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics");
-        assert_eq!(declared.len(), 10);
+        assert_eq!(declared.len(), 12);
         for metric in declared {
             let name = metric["Name"].as_str().expect("name");
             assert!(

@@ -8,7 +8,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::from_row;
-use crate::notification::{Notification, Status};
+use crate::notification::{Class, Notification, Status};
 use crate::sql::{Statement, statement};
 
 const FIND: Statement = statement!("notifications/find");
@@ -90,6 +90,10 @@ pub struct ListFilter {
     pub owner: Option<Uuid>,
     pub status: Option<Status>,
     pub recipient: Option<String>,
+    /// TRANSACTIONAL or BULK only; any when `None`.
+    pub class: Option<Class>,
+    /// One category only; any when `None`.
+    pub category: Option<String>,
     pub after: Option<Cursor>,
     pub limit: i64,
 }
@@ -102,15 +106,16 @@ pub struct ListPage {
 }
 
 /// Newest first by `(created_at DESC, id DESC)`; one row beyond the page tells whether
-/// there is a next page. Each filter combination has its own statement, served by its
-/// own index.
+/// there is a next page. Each combination of owner, status and recipient has its own
+/// statement, served by its own index; class and category are filtered on the way.
 pub async fn list(
     db: &impl GenericClient,
     filter: &ListFilter,
 ) -> Result<ListPage, tokio_postgres::Error> {
     let (after_time, after_id) = Cursor::position(filter.after);
     let fetch = filter.limit + 1;
-    let page: [&(dyn ToSql + Sync); 3] = [&after_time, &after_id, &fetch];
+    let class = filter.class.map(Class::as_str);
+    let page: [&(dyn ToSql + Sync); 5] = [&after_time, &after_id, &fetch, &class, &filter.category];
     let (statement, filters): (Statement, Vec<&(dyn ToSql + Sync)>) =
         match (&filter.owner, &filter.status, &filter.recipient) {
             (None, None, None) => (LIST_ALL, vec![]),

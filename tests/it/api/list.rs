@@ -75,6 +75,8 @@ async fn list_rejects_unknown_parameters_bad_limits_and_foreign_cursors() {
         "cursor=abc",
         "sort=asc",
         "limit=5&limit=6",
+        "class=PROMOTIONAL",
+        "category=Has%20Spaces",
     ] {
         let (status, _) = app.list(query).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
@@ -106,4 +108,78 @@ async fn a_crafted_cursor_with_an_impossible_time_is_a_400() {
             vec!["cursor is not valid; use the nextCursor from a previous page".to_string()]
         )]
     );
+}
+
+/// Class and category narrow every listing: alone, with a status (open and final, read
+/// from different tables), and with a recipient.
+#[tokio::test]
+async fn class_and_category_narrow_the_listing_alone_and_with_status_or_recipient() {
+    let app = TestApp::spawn().await;
+    let mut expected = std::collections::HashMap::new();
+    for (i, (bulk, category)) in [
+        (false, "security"),
+        (true, "news"),
+        (true, "news"),
+        (true, "offers"),
+        (false, "news"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut spec = factory::Spec::to("mixed@example.com").category(category);
+        if bulk {
+            spec = spec.bulk();
+        }
+        let id = factory::create(app.pool(), spec).await.id;
+        // The second one is finished: SENT is listed by walking the notifications.
+        if i == 1 {
+            app.db
+                .execute(
+                    "UPDATE notifications SET status = 'SENT', sent_at = now(), attempt_count = 1
+                     WHERE id = $1",
+                    &[&id],
+                )
+                .await;
+        }
+        expected.insert(id.to_string(), (bulk, category, i == 1));
+    }
+    let ids = |page: &serde_json::Value| -> HashSet<String> {
+        page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|item| item["id"].as_str().expect("id").to_string())
+            .collect()
+    };
+    let want = |keep: &dyn Fn(bool, &str, bool) -> bool| -> HashSet<String> {
+        expected
+            .iter()
+            .filter(|(_, (bulk, category, sent))| keep(*bulk, category, *sent))
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
+    for (query, keep) in [
+        (
+            "class=BULK",
+            &(|b: bool, _: &str, _: bool| b) as &dyn Fn(bool, &str, bool) -> bool,
+        ),
+        ("category=news", &|_, c, _| c == "news"),
+        ("class=BULK&category=news", &|b, c, _| b && c == "news"),
+        ("class=BULK&category=news&status=PENDING", &|b, c, s| {
+            b && c == "news" && !s
+        }),
+        ("class=BULK&category=news&status=SENT", &|b, c, s| {
+            b && c == "news" && s
+        }),
+        (
+            "class=TRANSACTIONAL&recipient=mixed%40example.com",
+            &|b, _, _| !b,
+        ),
+    ] {
+        let (status, page) = app.list(query).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {page}");
+        let got = ids(&page);
+        assert_eq!(got, want(keep), "{query}");
+        assert!(!got.is_empty(), "{query} matches something");
+    }
 }
