@@ -181,7 +181,7 @@ async fn a_client_listing_by_status_reads_its_own_index() {
         .query(
             &format!(
                 "EXPLAIN EXECUTE listing('{owner}', 'DEAD_LETTERED', 'infinity',
-                                         'ffffffff-ffff-ffff-ffff-ffffffffffff', 21)"
+                                         'ffffffff-ffff-ffff-ffff-ffffffffffff', 21, NULL, NULL)"
             ),
             &[],
         )
