@@ -154,6 +154,7 @@ pub async fn facts(
                 push_tokens: row.try_get("push_tokens")?,
                 // Stored only after the PUT checked it; UTC should the database disagree.
                 timezone: timezone.parse().unwrap_or(chrono_tz::UTC),
+                locale: row.try_get("locale")?,
                 quiet_hours: start.zip(end).map(|(start, end)| QuietHours { start, end }),
                 unsubscribed_all: row.try_get("unsubscribed_all")?,
                 opt_outs: categories.into_iter().zip(channels).collect::<HashSet<_>>(),

@@ -15,6 +15,8 @@ pub mod payload;
 pub mod recipients;
 pub mod request;
 mod suppressions;
+mod templated;
+mod templates;
 pub mod times;
 mod unsubscribe;
 pub mod validation;
@@ -46,6 +48,8 @@ pub struct AppState {
     pub providers: ProvidersConfig,
     /// The key of unsubscribe links and suppression hashes, and where links point.
     pub audience: AudienceConfig,
+    /// `SMS_MAX_SEGMENTS`: the most segments an SMS template may render to.
+    pub sms_max_segments: u32,
 }
 
 impl AppState {
@@ -57,6 +61,7 @@ impl AppState {
             auth,
             providers: config.providers.clone(),
             audience: config.audience.clone(),
+            sms_max_segments: config.sms_max_segments,
         }
     }
 }
@@ -96,6 +101,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/suppressions"),
     ("DELETE", "/suppressions/{channel}/{address}"),
     ("POST", "/unsubscribe-links"),
+    ("POST", "/templates/{id}/versions"),
+    ("GET", "/templates/{id}"),
+    ("GET", "/templates/{id}/versions/{version}"),
+    ("POST", "/templates/{id}/preview"),
     // Open.
     ("GET", "/unsubscribe/{token}"),
     ("POST", "/unsubscribe/{token}"),
@@ -148,6 +157,13 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 delete(suppressions::remove),
             )
             .route("/unsubscribe-links", post(unsubscribe::link))
+            .route("/templates/{id}/versions", post(templates::publish))
+            .route("/templates/{id}", get(templates::get_one))
+            .route(
+                "/templates/{id}/versions/{version}",
+                get(templates::get_version),
+            )
+            .route("/templates/{id}/preview", post(templates::preview))
             .route_layer(operator);
         router = router
             .merge(client_routes)

@@ -23,6 +23,7 @@ mod recheck;
 mod record;
 mod redrive;
 pub mod stats;
+pub mod templates;
 
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
@@ -72,6 +73,9 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
         suppressed_reason: row.try_get("suppressed_reason")?,
         expired_at: row.try_get("expired_at")?,
         quiet_hours_deferred_from: row.try_get("quiet_hours_deferred_from")?,
+        // The representation's statements do not read payloads; see `templates::show`.
+        template: None,
+        locale: None,
     })
 }
 

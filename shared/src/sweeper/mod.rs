@@ -10,6 +10,7 @@ mod admit;
 mod deliver;
 pub mod function;
 mod outcome;
+mod render;
 mod run;
 
 pub use function::SweeperFunction;
@@ -23,6 +24,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::Semaphore;
 
 use crate::audience::address;
+use crate::content::VersionCache;
 use crate::backoff::{Random, ThreadRandom};
 use crate::config::{
     AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig,
@@ -30,7 +32,7 @@ use crate::config::{
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, Gate, Provider};
+use crate::provider::{Attempt, Call, Gate, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
 use crate::{channel, ratelimit};
@@ -66,6 +68,8 @@ pub struct Sweeper {
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
+    /// Template versions read so far (they never change).
+    templates: VersionCache,
 }
 
 impl Sweeper {
@@ -140,6 +144,7 @@ impl Sweeper {
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
+            templates: VersionCache::default(),
         }
     }
 
@@ -225,13 +230,54 @@ impl Sweeper {
             return Ok(outcome);
         }
 
+        // Template notifications are rendered now; one that cannot be is FAILED untried.
+        let rendered = match self.render(&held).await {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                let released = self.release(&held).await;
+                tracing::warn!(released, "template versions unreadable; claims released");
+                return Err(error);
+            }
+        };
+        let mut sendable: Vec<&Claimed> = Vec::with_capacity(held.len());
+        let mut payloads = Vec::with_capacity(held.len());
+        let mut unrenderable: Vec<(&Claimed, Call)> = Vec::new();
+        for (claim, rendered) in held.iter().zip(rendered) {
+            match rendered {
+                Ok(payload) => {
+                    sendable.push(claim);
+                    payloads.push(payload);
+                }
+                Err(error) => {
+                    let now = chrono::Utc::now();
+                    let call = Call {
+                        outcome: ProviderOutcome::Permanent(error),
+                        started_at: now,
+                        finished_at: now,
+                    };
+                    unrenderable.push((claim, call));
+                }
+            }
+        }
+        let held = sendable;
+
         let gate = Gate::new(
             self.permits.clone(),
             stop.clone(),
             self.config.provider_timeout,
         );
-        let attempts = self.deliver(&held, &gate).await;
-        let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len());
+        let attempts = self.deliver(&held, &payloads, &gate).await;
+        let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
+        for (claim, call) in &unrenderable {
+            let disposition = self.dispose(claim, &call.outcome);
+            deliver::tally(&mut outcome, claim, &disposition);
+            settled.push(Settled {
+                claim,
+                disposition,
+                call,
+                suppress_hash: None,
+            });
+        }
         let mut unstarted: Vec<&Claimed> = Vec::new();
         for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
