@@ -1,9 +1,10 @@
 //! The HTTP API: one axum [`Router`] served by `intake-api` on Lambda and by
 //! `notify-local` on a socket.
 
-mod admit;
+pub mod admit;
 mod batch;
 mod body;
+mod campaigns;
 mod delivery;
 mod docs;
 pub mod error;
@@ -105,6 +106,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/templates/{id}"),
     ("GET", "/templates/{id}/versions/{version}"),
     ("POST", "/templates/{id}/preview"),
+    ("GET", "/campaigns"),
+    ("POST", "/campaigns"),
+    ("GET", "/campaigns/{id}"),
+    ("DELETE", "/campaigns/{id}"),
     // Open.
     ("GET", "/unsubscribe/{token}"),
     ("POST", "/unsubscribe/{token}"),
@@ -164,6 +169,11 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(templates::get_version),
             )
             .route("/templates/{id}/preview", post(templates::preview))
+            .route("/campaigns", get(campaigns::list).post(campaigns::create))
+            .route(
+                "/campaigns/{id}",
+                get(campaigns::get_one).delete(campaigns::cancel),
+            )
             .route_layer(operator);
         router = router
             .merge(client_routes)

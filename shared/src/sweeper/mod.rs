@@ -17,6 +17,7 @@ pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
 pub use run::run;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Call, Gate, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
-use crate::{channel, ratelimit};
+use crate::{channel, content, ratelimit};
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
@@ -47,6 +48,13 @@ const FENCE_MARGIN: Duration = Duration::from_secs(5);
 /// skips them meanwhile), and how many per statement.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
 const EXPIRY_BATCH: i64 = 1000;
+/// Time a step may spend expanding campaigns (at least one chunk when one is expanding),
+/// and how often finished campaigns are looked for.
+const EXPANSION_BUDGET: Duration = Duration::from_millis(250);
+const FINISH_INTERVAL: Duration = Duration::from_secs(1);
+/// After finding no campaign to expand, steps do not look again for this long (so steps
+/// without campaigns pay nothing for them).
+const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -70,6 +78,11 @@ pub struct Sweeper {
     last_expiry: Mutex<Option<Instant>>,
     /// Template versions read so far (they never change).
     templates: VersionCache,
+    /// One lane of a process expands campaigns at a time.
+    expanding: AtomicBool,
+    /// When a look for a campaign to expand last found none.
+    nothing_to_expand: Mutex<Option<Instant>>,
+    last_finish: Mutex<Option<Instant>>,
 }
 
 impl Sweeper {
@@ -145,6 +158,9 @@ impl Sweeper {
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
             templates: VersionCache::default(),
+            expanding: AtomicBool::new(false),
+            nothing_to_expand: Mutex::new(None),
+            last_finish: Mutex::new(None),
         }
     }
 
@@ -353,6 +369,14 @@ impl Sweeper {
             let db = self.pool.get().await?;
             outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
         }
+        self.expand_campaigns().await;
+        if due(&self.last_finish, FINISH_INTERVAL) {
+            let db = self.pool.get().await?;
+            let finished = content::campaigns::finish(&db).await?;
+            if finished > 0 {
+                tracing::info!(finished, "campaigns done");
+            }
+        }
         if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;
             let recovered =
@@ -368,6 +392,50 @@ impl Sweeper {
             }
         }
         Ok(outcome)
+    }
+}
+
+impl Sweeper {
+    /// Expands campaign chunks for at most [`EXPANSION_BUDGET`], in one lane at a time. A
+    /// failure is logged, not the step's: sending goes on, and the chunk that failed is
+    /// expanded again by a later step.
+    async fn expand_campaigns(&self) {
+        let idle = self
+            .nothing_to_expand
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() < EXPANSION_IDLE_INTERVAL);
+        if idle || self.expanding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let started = Instant::now();
+        let mut recipients = 0;
+        while started.elapsed() < EXPANSION_BUDGET {
+            match content::campaigns::expand_chunk(
+                &self.pool,
+                &self.audience.secret,
+                self.retry.max_attempts(),
+            )
+            .await
+            {
+                Ok(Some(chunk)) => recipients += chunk,
+                Ok(None) => {
+                    if let Ok(mut at) = self.nothing_to_expand.lock() {
+                        *at = Some(Instant::now());
+                    }
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %crate::telemetry::describe(&error), "campaign expansion failed; a later step resumes it");
+                    break;
+                }
+            }
+        }
+        if recipients > 0 {
+            tracing::info!(recipients, "campaign recipients expanded");
+        }
+        self.expanding.store(false, Ordering::Release);
     }
 }
 
