@@ -2,7 +2,7 @@
 -- chunk's transaction, with the next $1 of its listed recipient ids (none for a campaign
 -- of every profile: those are read from recipients) and its checkpoint.
 SELECT id, owner, idempotency_key, fingerprint, name, channel, template_id, template_version, data, category, priority, send_at, recipient_ids IS NULL AS all_recipients, audience_size, expanded, status, created_at, finished_at, cursor_recipient,
-       coalesce(recipient_ids[expanded + 1 : expanded + $1], '{}') AS chunk
+       coalesce(recipient_ids[expanded + 1 : expanded + $1::int4], '{}') AS chunk
 FROM campaigns
 WHERE status = 'EXPANDING'
 ORDER BY created_at

@@ -303,7 +303,8 @@ pub async fn expand_chunk(
     let mut db = pool.get().await?;
     let transaction = db.transaction().await?;
     let statement = NEXT_CHUNK.prepare(&transaction).await?;
-    let Some(row) = transaction.query_opt(&statement, &[&CHUNK]).await? else {
+    let chunk = i32::try_from(CHUNK).unwrap_or(i32::MAX);
+    let Some(row) = transaction.query_opt(&statement, &[&chunk]).await? else {
         return Ok(None);
     };
     let campaign = Campaign::from_row(&row)?;
