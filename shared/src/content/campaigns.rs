@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::templates;
+use crate::audience::profiles;
 use crate::domain::Class;
 use crate::intake::request::{CreateRequest, RequestTarget, TemplateUse};
 use crate::notification::{Channel, Priority, format_time};
@@ -28,10 +29,6 @@ const CANCEL: Statement = statement!("campaigns/cancel");
 const NEXT_CHUNK: Statement = statement!("campaigns/next_chunk");
 const ADVANCE: Statement = statement!("campaigns/advance");
 const FINISH: Statement = statement!("campaigns/finish");
-const PAGE_IDS: Statement = statement!("recipients/page_ids");
-const COUNT_PROFILES: Statement = statement!("recipients/count");
-const COUNTS: Statement = statement!("notifications/campaign_counts");
-const CANCEL_NOTIFICATIONS: Statement = statement!("notifications/cancel_campaign");
 
 /// Recipients per chunk (one transaction).
 pub const CHUNK: i64 = 1000;
@@ -239,21 +236,7 @@ pub async fn counts(
     db: &impl GenericClient,
     id: Uuid,
 ) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
-    let statement = COUNTS.prepare(db).await?;
-    db.query(&statement, &[&id.to_string()])
-        .await?
-        .iter()
-        .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
-        .collect()
-}
-
-/// How many profiles `owner` has (the size of an all-recipients audience when submitted).
-pub async fn count_profiles(
-    db: &impl GenericClient,
-    owner: Uuid,
-) -> Result<i64, tokio_postgres::Error> {
-    let statement = COUNT_PROFILES.prepare(db).await?;
-    db.query_one(&statement, &[&owner]).await?.try_get("profiles")
+    queue::campaign_counts(db, id).await
 }
 
 /// Stops the campaign's expansion (waiting for a chunk in progress), then cancels every
@@ -268,17 +251,7 @@ pub async fn cancel(
     };
     let campaign = Campaign::from_row(&row)?;
     if campaign.status == "CANCELLED" {
-        let statement = CANCEL_NOTIFICATIONS.prepare(db).await?;
-        let id = id.to_string();
-        loop {
-            let cancelled: i64 = db
-                .query_one(&statement, &[&id, &CANCEL_BATCH])
-                .await?
-                .try_get("cancelled")?;
-            if cancelled == 0 {
-                break;
-            }
-        }
+        queue::cancel_campaign(db, id, CANCEL_BATCH).await?;
     }
     Ok(Some(campaign))
 }
@@ -310,13 +283,7 @@ pub async fn expand_chunk(
     let campaign = Campaign::from_row(&row)?;
     let cursor: Option<String> = row.try_get("cursor_recipient")?;
     let ids: Vec<String> = if campaign.all_recipients {
-        let statement = PAGE_IDS.prepare(&transaction).await?;
-        transaction
-            .query(&statement, &[&campaign.owner, &cursor, &CHUNK])
-            .await?
-            .iter()
-            .map(|row| row.try_get("recipient_id"))
-            .collect::<Result<_, _>>()?
+        profiles::page_ids(&transaction, campaign.owner, cursor.as_deref(), CHUNK).await?
     } else {
         row.try_get("chunk")?
     };

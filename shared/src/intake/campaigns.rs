@@ -117,7 +117,7 @@ pub async fn create(
     }
     let audience_size = match &submission.recipient_ids {
         Some(ids) => ids.len() as i64,
-        None => campaigns::count_profiles(&db, owner).await?,
+        None => profiles::count(&db, owner).await?,
     };
     let new = NewCampaign {
         id: Uuid::new_v4(),

@@ -65,7 +65,7 @@ pub async fn create(
             ))
         }
         InsertOutcome::Replayed(mut notification) => {
-            queue::templates::show(&db, std::slice::from_mut(&mut notification)).await?;
+            queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
             Ok(with_replayed(
                 (StatusCode::OK, Json(notification)).into_response(),
                 true,
@@ -95,7 +95,7 @@ pub async fn get_one(
     let db = state.pool.get().await?;
     match queue::find(&db, id, caller.owner_filter()).await? {
         Some(mut notification) => {
-            queue::templates::show(&db, std::slice::from_mut(&mut notification)).await?;
+            queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
             Ok(Json(notification).into_response())
         }
         None => Err(not_found(id)),
@@ -112,7 +112,7 @@ pub async fn cancel(
     let mut notification = queue::cancel(&db, id, caller.owner_filter())
         .await?
         .ok_or_else(|| not_found(id))?;
-    queue::templates::show(&db, std::slice::from_mut(&mut notification)).await?;
+    queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
     match notification.status {
         Status::Cancelled => Ok(Json(notification).into_response()),
         other => Err(ApiError::conflict(format!(
@@ -131,7 +131,7 @@ pub async fn list(
     filter.owner = caller.owner_filter();
     let db = state.pool.get().await?;
     let mut page = queue::list(&db, &filter).await?;
-    queue::templates::show(&db, &mut page.items).await?;
+    queue::show_templates(&db, &mut page.items).await?;
     Ok(Json(json!({
         "items": page.items,
         "nextCursor": page.next.map(|c| c.encode()),

@@ -8,6 +8,7 @@
 //! - [`record`]: the worker's results, and recovery of expired claims;
 //! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
 //! - [`stats`]: aggregates for metrics;
+//! - [`content`]: template references of the representation, a campaign's counts and cancel;
 //! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`), and the
 //!   delivery time provider feedback reports.
 //!
@@ -22,11 +23,12 @@ mod read;
 mod recheck;
 mod record;
 mod redrive;
+mod content;
 pub mod stats;
-pub mod templates;
 
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
+pub use content::{campaign_counts, cancel_campaign, show_templates};
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use read::{Cursor, ListFilter, ListPage, find, list};
@@ -73,7 +75,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
         suppressed_reason: row.try_get("suppressed_reason")?,
         expired_at: row.try_get("expired_at")?,
         quiet_hours_deferred_from: row.try_get("quiet_hours_deferred_from")?,
-        // The representation's statements do not read payloads; see `templates::show`.
+        // The representation's statements do not read payloads; see `show_templates`.
         template: None,
         locale: None,
     })
