@@ -44,7 +44,9 @@ pub async fn page_ids(
 /// How many profiles `owner` has.
 pub async fn count(db: &impl GenericClient, owner: Uuid) -> Result<i64, tokio_postgres::Error> {
     let statement = COUNT.prepare(db).await?;
-    db.query_one(&statement, &[&owner]).await?.try_get("profiles")
+    db.query_one(&statement, &[&owner])
+        .await?
+        .try_get("profiles")
 }
 
 /// The namespace of recipient ids: the caller's key, or the nil key without one.

@@ -338,7 +338,12 @@ pub async fn expand_chunk(
     transaction
         .execute(
             &statement,
-            &[&campaign.id, &expanded, &ids.last().or(cursor.as_ref()), &exhausted],
+            &[
+                &campaign.id,
+                &expanded,
+                &ids.last().or(cursor.as_ref()),
+                &exhausted,
+            ],
         )
         .await?;
     transaction.commit().await?;

@@ -79,7 +79,10 @@ pub fn check_body(channel: Channel, locale: &str, body: &Value, problems: &mut P
         }
         Channel::Push => {
             if !has("title") && !has("body") {
-                problems.add(&format!("{at}.body"), "a body needs a title or a body (or both)");
+                problems.add(
+                    &format!("{at}.body"),
+                    "a body needs a title or a body (or both)",
+                );
             }
         }
     }
@@ -194,8 +197,8 @@ mod tests {
         .expect_err("strict");
         assert_eq!(error.field, "locales.pt-BR.html");
         assert!(error.message.contains("undefined"), "{}", error.message);
-        let error = render("en", &body(json!({"text": "{{ missing }}"})), &json!({}))
-            .expect_err("strict");
+        let error =
+            render("en", &body(json!({"text": "{{ missing }}"})), &json!({})).expect_err("strict");
         assert_eq!(error.field, "locales.en.text");
         // A syntax error is caught the same way.
         let error =
@@ -232,9 +235,18 @@ mod tests {
     #[test]
     fn bodies_are_checked_per_channel() {
         let mut problems = Problems::new();
-        check_body(Channel::Email, "en", &json!({"text": "x", "title": "t"}), &mut problems);
+        check_body(
+            Channel::Email,
+            "en",
+            &json!({"text": "x", "title": "t"}),
+            &mut problems,
+        );
         check_body(Channel::Sms, "fr", &json!({"text": 5}), &mut problems);
-        let fields: Vec<String> = problems.into_errors().into_iter().map(|e| e.field).collect();
+        let fields: Vec<String> = problems
+            .into_errors()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
         assert_eq!(
             fields,
             ["locales.en.title", "locales.en.subject", "locales.fr.text"]

@@ -60,7 +60,15 @@ mod tests {
         for good in ["en", "pt-BR", "zh-Hant-TW", "es-419"] {
             assert!(is_locale(good), "{good}");
         }
-        for bad in ["", "e", "en_US", "en-", "-en", "toolonglanguage", "en-a-b-c-d-e"] {
+        for bad in [
+            "",
+            "e",
+            "en_US",
+            "en-",
+            "-en",
+            "toolonglanguage",
+            "en-a-b-c-d-e",
+        ] {
             assert!(!is_locale(bad), "{bad}");
         }
     }

@@ -99,7 +99,11 @@ mod tests {
 
     #[test]
     fn one_character_outside_gsm_7_forces_ucs_2() {
-        assert_eq!(segments("ça va"), (Encoding::Ucs2, 5, 1), "ç is not GSM-7 but Ç is");
+        assert_eq!(
+            segments("ça va"),
+            (Encoding::Ucs2, 5, 1),
+            "ç is not GSM-7 but Ç is"
+        );
         assert_eq!(segments("Ça va"), (Encoding::Gsm7, 5, 1));
         // An emoji is two UTF-16 units.
         assert_eq!(

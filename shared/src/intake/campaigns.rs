@@ -97,7 +97,10 @@ pub async fn create(
         .ok_or_else(|| match submission.version {
             Some(version) => ApiError::field(
                 "template.version",
-                format!("Template {} has no version {version}", submission.template_id),
+                format!(
+                    "Template {} has no version {version}",
+                    submission.template_id
+                ),
             ),
             None => ApiError::field(
                 "template.id",
@@ -170,8 +173,9 @@ pub async fn list(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+            .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut problems = Problems::new();
     let mut limit = 20;
     let mut after = None;
@@ -244,7 +248,12 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
             problems.add("channel", "channel is required");
             None
         }
-        Some(value) => problems.one_of("channel", value.as_str(), Channel::parse, "EMAIL, SMS, PUSH"),
+        Some(value) => problems.one_of(
+            "channel",
+            value.as_str(),
+            Channel::parse,
+            "EMAIL, SMS, PUSH",
+        ),
     };
     let template = match object.get("template") {
         None => {
@@ -267,7 +276,12 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
     // Campaigns are bulk: LOW unless told otherwise.
     let priority = match object.get("priority") {
         None => Some(Priority::Low),
-        Some(value) => problems.one_of("priority", value.as_str(), Priority::parse, "HIGH, NORMAL, LOW"),
+        Some(value) => problems.one_of(
+            "priority",
+            value.as_str(),
+            Priority::parse,
+            "HIGH, NORMAL, LOW",
+        ),
     };
     let send_at = match object.get("sendAt") {
         None => Some(None),

@@ -35,10 +35,9 @@ pub async fn pin(
                         "template.version",
                         format!("Template {} has no version {version}", template.id),
                     ),
-                    None => problems.add(
-                        "template.id",
-                        format!("Template {} not found", template.id),
-                    ),
+                    None => {
+                        problems.add("template.id", format!("Template {} not found", template.id))
+                    }
                 },
                 Some(version) if version.channel != channel => problems.add(
                     "template.id",

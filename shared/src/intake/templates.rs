@@ -109,7 +109,10 @@ pub async fn preview(
         None => None,
         Some(Value::String(tag)) if locale::is_locale(tag) => Some(tag.as_str()),
         Some(_) => {
-            problems.add("locale", "locale must be a language tag such as en or pt-BR");
+            problems.add(
+                "locale",
+                "locale must be a language tag such as en or pt-BR",
+            );
             None
         }
     };
@@ -138,13 +141,21 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
         return Err(ApiError::field("body", "body must be a JSON object"));
     };
     let mut problems = Problems::new();
-    problems.only(object, &["channel", "defaultLocale", "locales", "sampleData"]);
+    problems.only(
+        object,
+        &["channel", "defaultLocale", "locales", "sampleData"],
+    );
     let channel = match object.get("channel") {
         None => {
             problems.add("channel", "channel is required");
             None
         }
-        Some(value) => problems.one_of("channel", value.as_str(), Channel::parse, "EMAIL, SMS, PUSH"),
+        Some(value) => problems.one_of(
+            "channel",
+            value.as_str(),
+            Channel::parse,
+            "EMAIL, SMS, PUSH",
+        ),
     };
     let default_locale = match object.get("defaultLocale") {
         Some(Value::String(tag)) if locale::is_locale(tag) => Some(tag.clone()),
@@ -245,7 +256,10 @@ pub(super) fn data_object(
     match value {
         None => Some(json!({})),
         Some(value @ Value::Object(_)) if contains_nul(value) => {
-            problems.add(field, format!("{field} must not contain NUL (\\u0000) characters"));
+            problems.add(
+                field,
+                format!("{field} must not contain NUL (\\u0000) characters"),
+            );
             None
         }
         Some(value @ Value::Object(_)) => Some(value.clone()),
@@ -270,7 +284,10 @@ fn check_id(template_id: &str) -> Result<(), ApiError> {
 fn parse_version(text: &str) -> Result<i32, ApiError> {
     match text.parse::<i32>() {
         Ok(version) if version >= 1 => Ok(version),
-        _ => Err(ApiError::field("version", "version must be a positive integer")),
+        _ => Err(ApiError::field(
+            "version",
+            "version must be a positive integer",
+        )),
     }
 }
 

@@ -122,17 +122,25 @@ pub fn validate_create_for(
     };
     let template = match (template, object.get("locale")) {
         (template, None) => template,
-        (Some(mut template), Some(Value::String(tag))) if crate::content::locale::is_locale(tag) => {
+        (Some(mut template), Some(Value::String(tag)))
+            if crate::content::locale::is_locale(tag) =>
+        {
             template.locale = Some(tag.clone());
             Some(template)
         }
         (Some(_), Some(_)) => {
-            problems.add("locale", "locale must be a language tag such as en or pt-BR");
+            problems.add(
+                "locale",
+                "locale must be a language tag such as en or pt-BR",
+            );
             None
         }
         (None, Some(_)) => {
             if object.contains_key("template") || object.contains_key("payload") {
-                problems.add("locale", "locale applies only to a notification with a template");
+                problems.add(
+                    "locale",
+                    "locale applies only to a notification with a template",
+                );
             }
             None
         }
@@ -262,7 +270,10 @@ fn literal_payload(payload: &Value, problems: &mut Problems) -> Option<Value> {
 /// `template`: `{"id", "version"?, "data"?}`; the template and its data.
 pub fn template_use(value: &Value, problems: &mut Problems) -> Option<(TemplateUse, Value)> {
     let Some(object) = value.as_object() else {
-        problems.add("template", "template must be an object with id, version and data");
+        problems.add(
+            "template",
+            "template must be an object with id, version and data",
+        );
         return None;
     };
     for key in object.keys() {
@@ -283,11 +294,7 @@ pub fn template_use(value: &Value, problems: &mut Problems) -> Option<(TemplateU
     let version = match object.get("version") {
         None => Some(None),
         Some(value) => problems
-            .integer_in(
-                "template.version",
-                value.as_i64(),
-                1..=i64::from(i32::MAX),
-            )
+            .integer_in("template.version", value.as_i64(), 1..=i64::from(i32::MAX))
             .map(|v| Some(v as i32)),
     };
     let data = super::templates::data_object(object.get("data"), "template.data", problems);

@@ -18,18 +18,18 @@
 mod attempts;
 mod cancel;
 mod claim;
+mod content;
 mod insert;
 mod read;
 mod recheck;
 mod record;
 mod redrive;
-mod content;
 pub mod stats;
 
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
-pub use content::{campaign_counts, cancel_campaign, show_templates};
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
+pub use content::{campaign_counts, cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use read::{Cursor, ListFilter, ListPage, find, list};
 pub use recheck::{Stopped, expire, recheck};

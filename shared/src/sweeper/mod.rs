@@ -25,11 +25,11 @@ use deadpool_postgres::Pool;
 use tokio::sync::Semaphore;
 
 use crate::audience::address;
-use crate::content::VersionCache;
 use crate::backoff::{Random, ThreadRandom};
 use crate::config::{
     AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetryPolicy, WorkerConfig,
 };
+use crate::content::VersionCache;
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;

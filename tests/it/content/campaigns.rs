@@ -93,7 +93,10 @@ async fn a_campaign_fans_out_once_per_recipient_applies_the_audience_rules_and_f
     };
     assert_eq!(done["expanded"], 2501);
     assert_eq!(done["counts"]["sent"], 2498);
-    assert_eq!(done["counts"]["suppressed"], 3, "two unsubscribed, one without a profile");
+    assert_eq!(
+        done["counts"]["suppressed"], 3,
+        "two unsubscribed, one without a profile"
+    );
     assert_eq!(done["counts"]["pending"], 0);
     assert!(done["finishedAt"].is_string());
 
@@ -184,12 +187,22 @@ async fn a_campaign_submitted_twice_at_once_is_one_campaign() {
         detail_fields(&error),
         ["name", "priority", "audience.recipientIds"]
     );
-    let (status, error) = submit(&app, &campaign("y", json!({"allRecipients": true, "recipientIds": ["a"]}))).await;
-    assert_eq!((status, detail_fields(&error)), (400, vec!["audience".to_string()]));
+    let (status, error) = submit(
+        &app,
+        &campaign("y", json!({"allRecipients": true, "recipientIds": ["a"]})),
+    )
+    .await;
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (400, vec!["audience".to_string()])
+    );
     let mut unknown = campaign("z", json!({"allRecipients": true}));
     unknown["template"]["version"] = json!(7);
     let (status, error) = submit(&app, &unknown).await;
-    assert_eq!((status, detail_fields(&error)), (400, vec!["template.version".to_string()]));
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (400, vec!["template.version".to_string()])
+    );
 }
 
 #[tokio::test]
@@ -221,7 +234,12 @@ async fn nothing_pending_of_a_cancelled_campaign_is_sent_after_the_cancel_return
         "SELECT count(*) FROM notifications WHERE payload #>> '{{$template,campaign}}' = '{id}' AND status = 'SENT'"
     );
     app.db
-        .wait_for_count(&sent_query, Duration::from_secs(60), |n| n >= 200, String::new)
+        .wait_for_count(
+            &sent_query,
+            Duration::from_secs(60),
+            |n| n >= 200,
+            String::new,
+        )
         .await;
     let reply = call(&app, Method::DELETE, &format!("/campaigns/{id}"), None).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -256,11 +274,15 @@ async fn nothing_pending_of_a_cancelled_campaign_is_sent_after_the_cancel_return
         .await
         .expect("count")
         .get::<_, i64>(0);
-    assert_eq!(sent_late, 0, "a notification PENDING at the cancel was sent");
+    assert_eq!(
+        sent_late, 0,
+        "a notification PENDING at the cancel was sent"
+    );
     let state = campaign_state(&app, &id).await;
     assert_eq!(state["counts"]["pending"], 0);
     assert_eq!(
-        state["counts"]["cancelled"].as_i64().expect("n") + state["counts"]["sent"].as_i64().expect("n"),
+        state["counts"]["cancelled"].as_i64().expect("n")
+            + state["counts"]["sent"].as_i64().expect("n"),
         10_000
     );
     // Cancelling again answers the same; a finished campaign cannot be cancelled.
@@ -301,7 +323,12 @@ async fn a_worker_sigkilled_twice_mid_chunk_leaves_exactly_one_notification_per_
     for (round, threshold) in [(0usize, 3000), (1, 9000)] {
         children.start(&mut worker_command(&app.db.url, &env));
         app.db
-            .wait_for_count(&expanded, Duration::from_secs(120), |n| n >= threshold, || children.logs())
+            .wait_for_count(
+                &expanded,
+                Duration::from_secs(120),
+                |n| n >= threshold,
+                || children.logs(),
+            )
             .await;
         let victim = &mut children.0[round];
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -312,7 +339,11 @@ async fn a_worker_sigkilled_twice_mid_chunk_leaves_exactly_one_notification_per_
                 break;
             }
             victim.signal(libc::SIGCONT);
-            assert!(Instant::now() < deadline, "never caught mid-chunk:\n{}", victim.log());
+            assert!(
+                Instant::now() < deadline,
+                "never caught mid-chunk:\n{}",
+                victim.log()
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let status = victim.wait_exit(Duration::from_secs(10)).await;
@@ -332,19 +363,27 @@ async fn a_worker_sigkilled_twice_mid_chunk_leaves_exactly_one_notification_per_
             || children.logs(),
         )
         .await;
-    let campaign_rows = format!(
-        "FROM notifications WHERE payload #>> '{{$template,campaign}}' = '{id}'"
-    );
-    assert_eq!(app.db.count(&format!("SELECT count(*) {campaign_rows}")).await, TOTAL);
+    let campaign_rows =
+        format!("FROM notifications WHERE payload #>> '{{$template,campaign}}' = '{id}'");
     assert_eq!(
         app.db
-            .count(&format!("SELECT count(DISTINCT idempotency_key) {campaign_rows}"))
+            .count(&format!("SELECT count(*) {campaign_rows}"))
             .await,
         TOTAL
     );
     assert_eq!(
         app.db
-            .count(&format!("SELECT count(DISTINCT recipient_id) {campaign_rows}"))
+            .count(&format!(
+                "SELECT count(DISTINCT idempotency_key) {campaign_rows}"
+            ))
+            .await,
+        TOTAL
+    );
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT count(DISTINCT recipient_id) {campaign_rows}"
+            ))
             .await,
         TOTAL
     );

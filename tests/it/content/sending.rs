@@ -41,7 +41,10 @@ async fn a_version_published_while_one_waits_does_not_change_what_it_says() {
     let app = TestApp::spawn().await;
     publish(&app, "welcome", &welcome("Hi")).await;
     let (status, waiting) = app
-        .create(&templated("k-1", json!({"id": "welcome", "data": {"name": "Ada"}})))
+        .create(&templated(
+            "k-1",
+            json!({"id": "welcome", "data": {"name": "Ada"}}),
+        ))
         .await;
     assert_eq!(status, 201, "{waiting}");
     assert_eq!(waiting["template"], json!({"id": "welcome", "version": 1}));
@@ -50,17 +53,29 @@ async fn a_version_published_while_one_waits_does_not_change_what_it_says() {
     // v2 is published mid-drain; the waiting notification keeps v1, a new one gets v2.
     publish(&app, "welcome", &welcome("Hello")).await;
     let (_, later) = app
-        .create(&templated("k-2", json!({"id": "welcome", "data": {"name": "Bo"}})))
+        .create(&templated(
+            "k-2",
+            json!({"id": "welcome", "data": {"name": "Bo"}}),
+        ))
         .await;
     assert_eq!(later["template"]["version"], 2);
     // Replays and reads show the pinned version too.
     let (status, replayed) = app
-        .create(&templated("k-1", json!({"id": "welcome", "data": {"name": "Ada"}})))
+        .create(&templated(
+            "k-1",
+            json!({"id": "welcome", "data": {"name": "Ada"}}),
+        ))
         .await;
     assert_eq!(status, 200);
     assert_eq!(replayed["template"]["version"], 1);
     let (_, page) = app.list("limit=10").await;
-    assert!(page["items"].as_array().expect("items").iter().all(|n| n["locale"] == "en"));
+    assert!(
+        page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .all(|n| n["locale"] == "en")
+    );
 
     make_due(&app).await;
     let provider = Arc::new(worker::simulated(app.pool().clone()));
@@ -99,7 +114,10 @@ async fn the_locale_walks_the_fallback_chain() {
 
     let data = json!({"id": "welcome", "data": {"name": "Ana"}});
     let mut by_profile = templated("profile", data.clone());
-    by_profile.as_object_mut().expect("object").remove("recipient");
+    by_profile
+        .as_object_mut()
+        .expect("object")
+        .remove("recipient");
     by_profile["recipientId"] = json!("ana");
     let mut overridden = by_profile.clone();
     overridden["idempotencyKey"] = json!("overridden");
@@ -125,7 +143,11 @@ async fn the_locale_walks_the_fallback_chain() {
         .await;
     for (id, locale) in ids {
         let subject = delivered(&app, &id).await["subject"].clone();
-        let expected = if locale == "pt" { "Hi (pt) Ana" } else { "Hi Ana" };
+        let expected = if locale == "pt" {
+            "Hi (pt) Ana"
+        } else {
+            "Hi Ana"
+        };
         assert_eq!(subject, expected);
     }
 }
@@ -135,7 +157,10 @@ async fn data_that_cannot_render_fails_at_send_and_is_never_retried() {
     let app = TestApp::spawn().await;
     publish(&app, "welcome", &welcome("Hi")).await;
     let (_, created) = app
-        .create(&templated("k", json!({"id": "welcome", "data": {"nom": "Ada"}})))
+        .create(&templated(
+            "k",
+            json!({"id": "welcome", "data": {"nom": "Ada"}}),
+        ))
         .await;
     make_due(&app).await;
     let outcome = app
@@ -150,7 +175,10 @@ async fn data_that_cannot_render_fails_at_send_and_is_never_retried() {
         error.contains("locales.en.html") && error.contains("undefined"),
         "{error}"
     );
-    let handed: i64 = app.db.count("SELECT count(*) FROM simulated_deliveries").await;
+    let handed: i64 = app
+        .db
+        .count("SELECT count(*) FROM simulated_deliveries")
+        .await;
     assert_eq!(handed, 0, "never reached the provider");
 }
 
@@ -177,7 +205,8 @@ async fn a_template_request_is_checked_at_enqueue() {
     assert_eq!(detail_fields(&app.create(&sms).await.1), ["template.id"]);
     let mut literal = templated("k", json!({"id": "welcome"}));
     literal.as_object_mut().expect("object").remove("template");
-    literal["payload"] = json!({"$template": {"id": "welcome", "version": 1, "locale": "en"}, "data": {}});
+    literal["payload"] =
+        json!({"$template": {"id": "welcome", "version": 1, "locale": "en"}, "data": {}});
     assert_eq!(detail_fields(&app.create(&literal).await.1), ["payload"]);
     literal["payload"] = json!({"subject": "x"});
     literal["locale"] = json!("en");
@@ -194,6 +223,8 @@ async fn a_template_request_is_checked_at_enqueue() {
     assert_eq!(batch["results"][0]["status"], 201);
     assert_eq!(batch["results"][1]["status"], 400);
     assert_eq!(batch["results"][1]["errors"][0]["field"], "template.id");
-    let (_, created) = app.get(batch["results"][0]["id"].as_str().expect("id")).await;
+    let (_, created) = app
+        .get(batch["results"][0]["id"].as_str().expect("id"))
+        .await;
     assert_eq!(created["template"], json!({"id": "welcome", "version": 1}));
 }

@@ -44,7 +44,13 @@ async fn versions_are_numbered_immutable_and_readable() {
     let mut sms = welcome("Hi");
     sms["channel"] = json!("SMS");
     sms["locales"] = json!({"en": {"text": "Hi"}});
-    let reply = call(&app, Method::POST, "/templates/welcome/versions", Some(&sms)).await;
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/versions",
+        Some(&sms),
+    )
+    .await;
     assert_eq!(reply.status, 409, "{}", reply.body);
 }
 
@@ -77,7 +83,13 @@ async fn every_locale_must_render_with_the_sample_data() {
             "defaultLocale"
         ]
     );
-    let reply = call(&app, Method::POST, "/templates/Bad!/versions", Some(&welcome("x"))).await;
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/Bad!/versions",
+        Some(&welcome("x")),
+    )
+    .await;
     assert_eq!(detail_fields(&reply.body), ["templateId"]);
 }
 
@@ -102,11 +114,18 @@ async fn sms_versions_record_their_cost_and_refuse_too_many_segments() {
         })
     );
     // SMS_MAX_SEGMENTS is 3 by default: 3 × 153 septets pass, one more does not.
-    let long = |n: usize| {
-        json!({"channel": "SMS", "defaultLocale": "en", "locales": {"en": {"text": "a".repeat(n)}}})
-    };
-    assert_eq!(publish(&app, "long", &long(459)).await["sms"]["en"]["segments"], 3);
-    let reply = call(&app, Method::POST, "/templates/long/versions", Some(&long(460))).await;
+    let long = |n: usize| json!({"channel": "SMS", "defaultLocale": "en", "locales": {"en": {"text": "a".repeat(n)}}});
+    assert_eq!(
+        publish(&app, "long", &long(459)).await["sms"]["en"]["segments"],
+        3
+    );
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/long/versions",
+        Some(&long(460)),
+    )
+    .await;
     assert_eq!(reply.status, 400);
     let found = details(&reply.body);
     assert_eq!(found[0].0, "locales.en.text");
@@ -127,7 +146,10 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["locale"], "pt");
     assert_eq!(reply.body["version"], 1);
-    assert_eq!(reply.body["rendered"]["text"], "Bem-vindo, <script>x</script>");
+    assert_eq!(
+        reply.body["rendered"]["text"],
+        "Bem-vindo, <script>x</script>"
+    );
     let reply = call(
         &app,
         Method::POST,
@@ -135,7 +157,10 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
         Some(&json!({"locale": "en", "data": {"name": "<script>x</script>"}})),
     )
     .await;
-    assert_eq!(reply.body["rendered"]["text"], "Welcome, <script>x</script>");
+    assert_eq!(
+        reply.body["rendered"]["text"],
+        "Welcome, <script>x</script>"
+    );
     assert_eq!(
         reply.body["rendered"]["html"],
         "<p>Welcome, &lt;script&gt;x&lt;&#x2f;script&gt;</p>"
