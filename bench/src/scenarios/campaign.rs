@@ -116,7 +116,7 @@ pub async fn campaign_isolation(ctx: &Ctx, run: u32) -> anyhow::Result<CampaignI
     post(
         ctx,
         format!("{}/templates/spring/versions", api.base_url),
-        &json!({"channel": "EMAIL", "defaultLocale": "en", "sampleData": {"name": "Ada"},
+        &json!({"channel": "EMAIL", "defaultLocale": "en", "sampleData": {"name": "Ada", "recipient": {"id": "r1"}},
                 "locales": {"en": {"subject": "Spring, {{ name }}",
                                    "text": "Hello {{ recipient.id }}, spring is here."}}}),
     )
@@ -131,9 +131,8 @@ pub async fn campaign_isolation(ctx: &Ctx, run: u32) -> anyhow::Result<CampaignI
             feeding.clone(),
         );
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs_f64(
-                1.0 / TRANSACTIONAL_PER_SECOND,
-            ));
+            let mut tick =
+                tokio::time::interval(Duration::from_secs_f64(1.0 / TRANSACTIONAL_PER_SECOND));
             let mut i = 0u64;
             let mut failures = 0u64;
             while feeding.load(std::sync::atomic::Ordering::Relaxed) {
@@ -162,7 +161,7 @@ pub async fn campaign_isolation(ctx: &Ctx, run: u32) -> anyhow::Result<CampaignI
         ctx,
         format!("{}/campaigns", api.base_url),
         &json!({"idempotencyKey": format!("b9-{run}"), "name": "Spring",
-                "channel": "EMAIL", "template": {"id": "spring"},
+                "channel": "EMAIL", "template": {"id": "spring", "data": {"name": "friend"}},
                 "audience": {"allRecipients": true}}),
     )
     .await?;
@@ -226,11 +225,10 @@ pub async fn campaign_isolation(ctx: &Ctx, run: u32) -> anyhow::Result<CampaignI
         .filter(|c| c.recipient.ends_with("@campaign.example.com"))
         .map(|c| c.at)
         .collect();
-    let by_recipient: HashMap<&str, usize> =
-        calls.iter().fold(HashMap::new(), |mut seen, c| {
-            *seen.entry(c.recipient.as_str()).or_default() += 1;
-            seen
-        });
+    let by_recipient: HashMap<&str, usize> = calls.iter().fold(HashMap::new(), |mut seen, c| {
+        *seen.entry(c.recipient.as_str()).or_default() += 1;
+        seen
+    });
     let campaign_calls = campaign_times.len() as u64;
     let busiest = busiest_second(&mut campaign_times);
     let transactional = Latency::of(&stats::sorted(latencies));
@@ -243,8 +241,14 @@ pub async fn campaign_isolation(ctx: &Ctx, run: u32) -> anyhow::Result<CampaignI
     stop_all(workers).await;
     drop(client);
     db.drop_now().await?;
-    ensure!(feed_failures == 0, "{feed_failures} transactional POSTs failed");
-    ensure!(unsent == 0, "{unsent} transactional notifications were not sent");
+    ensure!(
+        feed_failures == 0,
+        "{feed_failures} transactional POSTs failed"
+    );
+    ensure!(
+        unsent == 0,
+        "{unsent} transactional notifications were not sent"
+    );
     ensure!(
         campaign_calls == n,
         "the stand-in received {campaign_calls} campaign calls for {n} recipients"

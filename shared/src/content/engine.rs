@@ -88,37 +88,101 @@ pub fn check_body(channel: Channel, locale: &str, body: &Value, problems: &mut P
     }
 }
 
-/// Renders every field of one locale's `body` with `data` (a JSON object): the payload a
-/// provider is handed. The first field that fails is named.
+/// The templates of a version's locales, parsed once: field `f` of locale `l` is the
+/// template named `locales.<l>.<f>` (`locales.<l>.data.<key>` for push data).
+#[derive(Debug)]
+pub struct Compiled {
+    environment: Environment<'static>,
+}
+
+/// Parses every field of `locales` (locale → body); the first that does not parse is named.
+pub fn compile(locales: &Map<String, Value>) -> Result<Compiled, RenderError> {
+    let mut environment = environment();
+    for (locale, body) in locales {
+        let Some(body) = body.as_object() else {
+            continue;
+        };
+        for (field, source) in body {
+            let path = format!("locales.{locale}.{field}");
+            match source {
+                Value::String(text) => add(&mut environment, path, text)?,
+                Value::Object(members) => {
+                    for (key, text) in members {
+                        let text = text.as_str().unwrap_or_default();
+                        add(&mut environment, format!("{path}.{key}"), text)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(Compiled { environment })
+}
+
+fn add(
+    environment: &mut Environment<'static>,
+    path: String,
+    source: &str,
+) -> Result<(), RenderError> {
+    environment
+        .add_template_owned(path.clone(), source.to_string())
+        .map_err(|error| RenderError {
+            field: path,
+            message: describe(&error),
+        })
+}
+
+impl Compiled {
+    /// Renders every field of `locale` (whose body is `body`) with `data`, a JSON object:
+    /// the payload a provider is handed. The first field that fails is named.
+    pub fn render(
+        &self,
+        locale: &str,
+        body: &Map<String, Value>,
+        data: &Value,
+    ) -> Result<Map<String, Value>, RenderError> {
+        let context = minijinja::Value::from_serialize(data);
+        let mut rendered = Map::with_capacity(body.len());
+        for (field, source) in body {
+            let path = format!("locales.{locale}.{field}");
+            let value = match source {
+                Value::String(_) => Value::String(self.one(&path, &context)?),
+                Value::Object(members) => {
+                    let mut out = Map::with_capacity(members.len());
+                    for key in members.keys() {
+                        let text = self.one(&format!("{path}.{key}"), &context)?;
+                        out.insert(key.clone(), Value::String(text));
+                    }
+                    Value::Object(out)
+                }
+                other => other.clone(),
+            };
+            rendered.insert(field.clone(), value);
+        }
+        Ok(rendered)
+    }
+
+    fn one(&self, path: &str, context: &minijinja::Value) -> Result<String, RenderError> {
+        self.environment
+            .get_template(path)
+            .and_then(|template| template.render(context))
+            .map_err(|error| RenderError {
+                field: path.to_string(),
+                message: describe(&error),
+            })
+    }
+}
+
+/// Renders every field of one locale's `body` with `data` (a JSON object), parsing it
+/// first: what publish and preview check.
 pub fn render(
     locale: &str,
     body: &Map<String, Value>,
     data: &Value,
 ) -> Result<Map<String, Value>, RenderError> {
-    let environment = environment();
-    let context = minijinja::Value::from_serialize(data);
-    let mut rendered = Map::with_capacity(body.len());
-    for (field, source) in body {
-        let path = format!("locales.{locale}.{field}");
-        let value = match source {
-            Value::String(text) => Value::String(one(&environment, &path, text, &context)?),
-            Value::Object(members) => {
-                let mut out = Map::with_capacity(members.len());
-                for (key, text) in members {
-                    let path = format!("{path}.{key}");
-                    let text = text.as_str().unwrap_or_default();
-                    out.insert(
-                        key.clone(),
-                        Value::String(one(&environment, &path, text, &context)?),
-                    );
-                }
-                Value::Object(out)
-            }
-            other => other.clone(),
-        };
-        rendered.insert(field.clone(), value);
-    }
-    Ok(rendered)
+    let mut one = Map::new();
+    one.insert(locale.to_string(), Value::Object(body.clone()));
+    compile(&one)?.render(locale, body, data)
 }
 
 fn environment() -> Environment<'static> {
@@ -134,20 +198,6 @@ fn environment() -> Environment<'static> {
     });
     environment.set_fuel(Some(FUEL));
     environment
-}
-
-fn one(
-    environment: &Environment<'_>,
-    path: &str,
-    source: &str,
-    context: &minijinja::Value,
-) -> Result<String, RenderError> {
-    environment
-        .render_named_str(path, source, context)
-        .map_err(|error| RenderError {
-            field: path.to_string(),
-            message: describe(&error),
-        })
 }
 
 /// The error and its cause in one line, without the source excerpt.

@@ -2,13 +2,13 @@
 //! the API shows it, and a process cache (versions never change once published).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value, json};
 
-use super::engine::{self, RenderError};
+use super::engine::{self, Compiled, RenderError};
 use super::locale;
 use crate::notification::{Channel, format_time};
 use crate::sql::{Statement, statement};
@@ -21,7 +21,7 @@ const LIST: Statement = statement!("template_versions/list");
 const CACHE_MAX: usize = 1000;
 
 /// One immutable version of a template.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Version {
     pub template_id: String,
     pub version: i32,
@@ -33,6 +33,22 @@ pub struct Version {
     /// SMS only: the cost of the sample rendering per locale.
     pub sms: Option<Value>,
     pub created_at: DateTime<Utc>,
+    /// Its templates, parsed on first use (a version never changes).
+    compiled: Arc<OnceLock<Result<Compiled, RenderError>>>,
+}
+
+/// Versions are equal when their stored fields are (the parsed templates follow).
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.template_id == other.template_id
+            && self.version == other.version
+            && self.channel == other.channel
+            && self.default_locale == other.default_locale
+            && self.locales == other.locales
+            && self.sample_data == other.sample_data
+            && self.sms == other.sms
+            && self.created_at == other.created_at
+    }
 }
 
 /// What a new version holds.
@@ -60,6 +76,7 @@ impl Version {
             sample_data: row.try_get("sample_data")?,
             sms: row.try_get("sms")?,
             created_at: row.try_get("created_at")?,
+            compiled: Arc::default(),
         })
     }
 
@@ -82,7 +99,10 @@ impl Version {
                 field: format!("locales.{locale}"),
                 message: format!("version {} has no locale {locale}", self.version),
             })?;
-        engine::render(locale, body, data)
+        match self.compiled.get_or_init(|| engine::compile(&self.locales)) {
+            Ok(compiled) => compiled.render(locale, body, data),
+            Err(error) => Err(error.clone()),
+        }
     }
 
     /// The publish response: the locales by name.

@@ -13,7 +13,9 @@ use crate::stats::{int, ms};
 const BULK_SHARE: f64 = RATE_PER_SECOND - TRANSACTIONAL_RESERVED;
 
 pub(super) fn row(runs: &[RunResult], options: &Options) -> Row {
-    let p99 = spread(runs, |r| r.campaign.as_ref().map(|c| c.transactional.p99_ms));
+    let p99 = spread(runs, |r| {
+        r.campaign.as_ref().map(|c| c.transactional.p99_ms)
+    });
     let expansion = spread(runs, |r| r.campaign.as_ref().map(|c| c.expansion_s));
     let busiest = spread(runs, |r| {
         r.campaign
@@ -35,9 +37,10 @@ pub(super) fn row(runs: &[RunResult], options: &Options) -> Row {
             drain.show(|v| format!("{v:.1}")),
         );
     }
-    let meets = p99.zip(expansion).zip(busiest).map(|((p99, e), b)| {
-        p99.max <= 250.0 && e.max <= 10.0 && b.max <= 2.0 * BULK_SHARE
-    });
+    let meets = p99
+        .zip(expansion)
+        .zip(busiest)
+        .map(|((p99, e), b)| p99.max <= 250.0 && e.max <= 10.0 && b.max <= 2.0 * BULK_SHARE);
     make_row(
         "B9",
         format!(
