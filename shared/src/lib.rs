@@ -9,6 +9,7 @@ pub mod auth;
 pub mod backoff;
 pub mod channel;
 pub mod config;
+pub mod content;
 pub mod db;
 pub mod deadline;
 pub mod domain;

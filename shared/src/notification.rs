@@ -55,6 +55,22 @@ pub struct Notification {
     /// The due time quiet hours moved it from (`scheduledAt` shows the moved time).
     #[serde(serialize_with = "iso_opt")]
     pub quiet_hours_deferred_from: Option<DateTime<Utc>>,
+    /// The template (id and pinned version) of a template notification; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<crate::content::reference::Shown>,
+    /// The locale a template notification is rendered in (resolved at enqueue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locale: Option<String>,
+}
+
+impl Notification {
+    /// Shows the template `payload` names, if it is a template notification's.
+    pub fn show_template(&mut self, payload: &serde_json::Value) {
+        if let Some((reference, _)) = crate::content::Reference::of_payload(payload) {
+            self.template = Some(reference.shown());
+            self.locale = Some(reference.locale);
+        }
+    }
 }
 
 /// `2026-09-24T12:01:00.000Z`: UTC with milliseconds, as the contract fixes.

@@ -11,6 +11,7 @@ mod auth;
 mod batch;
 mod chaos;
 mod concurrency;
+mod content;
 mod database;
 mod delivery;
 mod logs;

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::scenarios::campaign::CampaignIsolation;
 use crate::scenarios::drain::{DrainPass, StartTimes};
 use crate::scenarios::floor::Floor;
 use crate::scenarios::intake::Single;
@@ -21,6 +22,8 @@ pub struct RunResult {
     pub isolation: Option<Isolation>,
     pub start: Option<StartTimes>,
     pub floors: Vec<Floor>,
+    /// B9: a campaign paced through SES beside transactional traffic.
+    pub campaign: Option<CampaignIsolation>,
     /// B11: the one-worker drain through SES (the stand-in).
     pub real_provider: Option<RealDrain>,
     /// M1: `GET /metrics` over 1,000,000 stored notifications.

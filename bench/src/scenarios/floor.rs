@@ -209,6 +209,7 @@ async fn lane(
                 class: c.class,
                 recipient: &c.recipient,
                 payload: &c.payload,
+                rendered: false,
                 unsubscribe_url: None,
             })
             .collect();

@@ -1,10 +1,12 @@
 //! The scenarios, which drive real `notify-local` processes: the context they share, the
 //! helpers that start and stop processes, and the order one run takes them in. Each
 //! family has its own module: intake (B1/B3), drain (B2/B6/B7), latency (B4/B5), floor
-//! (B8), real (B11, the drain through SES) and metrics (M1, with `seed` the SQL that
+//! (B8), campaign (B9, a campaign paced beside transactional traffic), real (B11, the
+//! drain through SES) and metrics (M1, with `seed` the SQL that
 //! fills its database); `queries` holds the SQL that releases, watches and measures the
 //! queue.
 
+pub mod campaign;
 pub mod drain;
 pub mod floor;
 pub mod intake;
@@ -100,6 +102,9 @@ pub async fn one_run(ctx: &Ctx, run: u32) -> anyhow::Result<RunResult> {
         for variant in floor::VARIANTS {
             result.floors.push(floor::floor(ctx, run, variant).await?);
         }
+    }
+    if o.selected("B9") {
+        result.campaign = Some(campaign::campaign_isolation(ctx, run).await?);
     }
     // B11 is read beside them, so it follows at once.
     if o.selected("B11") {

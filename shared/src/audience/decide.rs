@@ -41,6 +41,8 @@ pub struct Profile {
     pub phone: Option<String>,
     pub push_tokens: Vec<String>,
     pub timezone: Tz,
+    /// The language tag templates are rendered in.
+    pub locale: String,
     pub quiet_hours: Option<QuietHours>,
     pub unsubscribed_all: bool,
     /// (category, channel) pairs opted out of; category `*` means every bulk category.
@@ -145,6 +147,7 @@ mod tests {
             phone: None,
             push_tokens: vec![],
             timezone: chrono_tz::UTC,
+            locale: "en".into(),
             quiet_hours: Some(QuietHours {
                 start: NaiveTime::from_hms_opt(22, 0, 0).expect("time"),
                 end: NaiveTime::from_hms_opt(8, 0, 0).expect("time"),

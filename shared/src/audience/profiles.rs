@@ -22,6 +22,32 @@ const PREFERENCES: Statement = statement!("recipient_preferences/list");
 const MERGE: Statement = statement!("recipient_preferences/merge");
 const OPT_OUT: Statement = statement!("recipient_preferences/opt_out");
 const OWNERS: Statement = statement!("recipients/owners");
+const PAGE_IDS: Statement = statement!("recipients/page_ids");
+const COUNT: Statement = statement!("recipients/count");
+
+/// The next `limit` recipient ids of `owner` after `after` (from the first without), in
+/// key order: a keyset walk over every profile of an owner.
+pub async fn page_ids(
+    db: &impl GenericClient,
+    owner: Uuid,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<String>, tokio_postgres::Error> {
+    let statement = PAGE_IDS.prepare(db).await?;
+    db.query(&statement, &[&owner, &after, &limit])
+        .await?
+        .iter()
+        .map(|row| row.try_get("recipient_id"))
+        .collect()
+}
+
+/// How many profiles `owner` has.
+pub async fn count(db: &impl GenericClient, owner: Uuid) -> Result<i64, tokio_postgres::Error> {
+    let statement = COUNT.prepare(db).await?;
+    db.query_one(&statement, &[&owner])
+        .await?
+        .try_get("profiles")
+}
 
 /// The namespace of recipient ids: the caller's key, or the nil key without one.
 pub fn owner(key: Option<Uuid>) -> Uuid {
@@ -154,6 +180,7 @@ pub async fn facts(
                 push_tokens: row.try_get("push_tokens")?,
                 // Stored only after the PUT checked it; UTC should the database disagree.
                 timezone: timezone.parse().unwrap_or(chrono_tz::UTC),
+                locale: row.try_get("locale")?,
                 quiet_hours: start.zip(end).map(|(start, end)| QuietHours { start, end }),
                 unsubscribed_all: row.try_get("unsubscribed_all")?,
                 opt_outs: categories.into_iter().zip(channels).collect::<HashSet<_>>(),

@@ -43,6 +43,9 @@ pub struct Config {
     pub providers: ProvidersConfig,
     pub audience: AudienceConfig,
     pub retention: RetentionConfig,
+    /// `SMS_MAX_SEGMENTS` (1–10, default 3): an SMS template whose sample rendering needs
+    /// more segments in any locale is refused at publish.
+    pub sms_max_segments: u32,
 }
 
 /// Neither the database URL (it may carry a password) nor the webhook secret is shown.
@@ -64,6 +67,7 @@ impl fmt::Debug for Config {
             .field("providers", &self.providers)
             .field("audience", &self.audience)
             .field("retention", &self.retention)
+            .field("sms_max_segments", &self.sms_max_segments)
             .finish()
     }
 }
@@ -155,6 +159,7 @@ impl Config {
             }
         };
 
+        let sms_max_segments = env.number("SMS_MAX_SEGMENTS", 3u64, 1, 10) as u32;
         let batch_size = env.number("WORKER_BATCH_SIZE", 100u64, 1, 10_000) as i64;
         let concurrency = env.number("WORKER_CONCURRENCY", 10u64, 1, 1000) as usize;
         let poll_interval_ms = env.number("WORKER_POLL_INTERVAL_MS", 1000u64, 1, 3_600_000);
@@ -237,6 +242,7 @@ impl Config {
             });
         }
         Ok(Config {
+            sms_max_segments,
             database_url,
             database_pool_max,
             database_timeouts,

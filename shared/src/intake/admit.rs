@@ -8,7 +8,10 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::request::{CreateRequest, RequestTarget};
+use serde_json::{Value, json};
+
 use crate::audience::{self, Decision, Facts, Request, Target, address, profiles, suppressions};
+use crate::content::Reference;
 use crate::queue::{Due, NewNotification};
 
 /// The rows `requests` become for `owner` (the caller's key), each with the audience
@@ -78,9 +81,52 @@ pub async fn admit(
                 &facts,
                 secret,
             );
-            row(request, decision, due_at, max_attempts, owner)
+            let profile = match &request.target {
+                RequestTarget::Profile(id) => facts.profiles.get(id),
+                RequestTarget::Address(_) => None,
+            };
+            let payload = stored_payload(&request, profile);
+            let mut new = row(request, decision, due_at, max_attempts, owner);
+            if let Some(payload) = payload {
+                new.payload = payload;
+            }
+            new
         })
         .collect())
+}
+
+/// The payload a template notification stores: its pinned reference, with the locale
+/// resolved (the request's, else the profile's, else the version's default, down the
+/// fallback chain), and its data; a campaign's data also gets `recipient`. `None` for a
+/// literal payload, or a template not pinned (which [`super::templated::pin`] prevents).
+fn stored_payload(request: &CreateRequest, profile: Option<&audience::Profile>) -> Option<Value> {
+    let template = request.template.as_ref()?;
+    let version = template.pinned.as_ref()?;
+    let wanted = template
+        .locale
+        .as_deref()
+        .or(profile.map(|p| p.locale.as_str()));
+    let reference = Reference {
+        id: version.template_id.clone(),
+        version: version.version,
+        locale: version.resolve_locale(wanted).to_string(),
+        campaign: template.campaign,
+    };
+    let mut data = request.payload.clone();
+    if template.campaign.is_some()
+        && let RequestTarget::Profile(id) = &request.target
+        && let Value::Object(fields) = &mut data
+    {
+        fields.insert(
+            "recipient".into(),
+            json!({
+                "id": id,
+                "locale": profile.map(|p| p.locale.as_str()),
+                "timezone": profile.map(|p| p.timezone.name()),
+            }),
+        );
+    }
+    Some(reference.payload(data))
 }
 
 fn row(

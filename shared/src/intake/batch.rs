@@ -68,7 +68,30 @@ pub async fn create_batch(
     }
 
     let db = state.pool.get().await?;
-    // One read of profiles and one of the suppression list for the whole batch.
+    // One read of the templates named, then one of profiles and one of the suppression
+    // list for the whole batch.
+    let (valid, valid_index) = if valid.iter().any(|r| r.template.is_some()) {
+        let mut kept = Vec::with_capacity(valid.len());
+        let mut kept_index = Vec::with_capacity(valid.len());
+        for (index, pinned) in valid_index
+            .into_iter()
+            .zip(super::templated::pin(&db, valid).await?)
+        {
+            match pinned {
+                Ok(request) => {
+                    kept.push(request);
+                    kept_index.push(index);
+                }
+                Err(errors) => {
+                    results[index].status = 400;
+                    results[index].errors = errors;
+                }
+            }
+        }
+        (kept, kept_index)
+    } else {
+        (valid, valid_index)
+    };
     let valid: Vec<NewNotification> = admit(
         &db,
         &state.audience.secret,

@@ -36,6 +36,14 @@ pub async fn create(
     let request = validate_create_for(&body, chrono::Utc::now(), |c| state.providers.is_real(c))
         .map_err(ApiError::validation)?;
     let db = state.pool.get().await?;
+    let request = if request.template.is_some() {
+        match super::templated::pin(&db, vec![request]).await?.pop() {
+            Some(pinned) => pinned.map_err(ApiError::validation)?,
+            None => return Err(ApiError::internal()),
+        }
+    } else {
+        request
+    };
     let admitted = super::admit::admit(
         &db,
         &state.audience.secret,
@@ -49,14 +57,20 @@ pub async fn create(
         return Err(ApiError::internal());
     };
     match queue::insert(&db, &new).await? {
-        InsertOutcome::Created(notification) => Ok(with_replayed(
-            (StatusCode::CREATED, Json(notification)).into_response(),
-            false,
-        )),
-        InsertOutcome::Replayed(notification) => Ok(with_replayed(
-            (StatusCode::OK, Json(notification)).into_response(),
-            true,
-        )),
+        InsertOutcome::Created(mut notification) => {
+            notification.show_template(&new.payload);
+            Ok(with_replayed(
+                (StatusCode::CREATED, Json(notification)).into_response(),
+                false,
+            ))
+        }
+        InsertOutcome::Replayed(mut notification) => {
+            queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
+            Ok(with_replayed(
+                (StatusCode::OK, Json(notification)).into_response(),
+                true,
+            ))
+        }
         InsertOutcome::Conflict => Err(ApiError::conflict(format!(
             "Idempotency key \"{}\" was already used for a different notification request",
             new.idempotency_key
@@ -80,7 +94,10 @@ pub async fn get_one(
     let id = parse_id(&id)?;
     let db = state.pool.get().await?;
     match queue::find(&db, id, caller.owner_filter()).await? {
-        Some(notification) => Ok(Json(notification).into_response()),
+        Some(mut notification) => {
+            queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
+            Ok(Json(notification).into_response())
+        }
         None => Err(not_found(id)),
     }
 }
@@ -92,9 +109,10 @@ pub async fn cancel(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let db = state.pool.get().await?;
-    let notification = queue::cancel(&db, id, caller.owner_filter())
+    let mut notification = queue::cancel(&db, id, caller.owner_filter())
         .await?
         .ok_or_else(|| not_found(id))?;
+    queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
     match notification.status {
         Status::Cancelled => Ok(Json(notification).into_response()),
         other => Err(ApiError::conflict(format!(
@@ -112,7 +130,8 @@ pub async fn list(
     let mut filter = parse_list_query(query.as_deref().unwrap_or(""))?;
     filter.owner = caller.owner_filter();
     let db = state.pool.get().await?;
-    let page = queue::list(&db, &filter).await?;
+    let mut page = queue::list(&db, &filter).await?;
+    queue::show_templates(&db, &mut page.items).await?;
     Ok(Json(json!({
         "items": page.items,
         "nextCursor": page.next.map(|c| c.encode()),

@@ -1,9 +1,10 @@
 //! The HTTP API: one axum [`Router`] served by `intake-api` on Lambda and by
 //! `notify-local` on a socket.
 
-mod admit;
+pub mod admit;
 mod batch;
 mod body;
+mod campaigns;
 mod delivery;
 mod docs;
 pub mod error;
@@ -15,6 +16,8 @@ pub mod payload;
 pub mod recipients;
 pub mod request;
 mod suppressions;
+mod templated;
+mod templates;
 pub mod times;
 mod unsubscribe;
 pub mod validation;
@@ -50,6 +53,8 @@ pub struct AppState {
     pub audience: AudienceConfig,
     /// The SSRF rules webhook endpoints are registered under.
     pub webhooks: DestinationPolicy,
+    /// `SMS_MAX_SEGMENTS`: the most segments an SMS template may render to.
+    pub sms_max_segments: u32,
 }
 
 impl AppState {
@@ -62,6 +67,7 @@ impl AppState {
             providers: config.providers.clone(),
             audience: config.audience.clone(),
             webhooks: config.webhook.destinations(),
+            sms_max_segments: config.sms_max_segments,
         }
     }
 }
@@ -107,6 +113,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/suppressions"),
     ("DELETE", "/suppressions/{channel}/{address}"),
     ("POST", "/unsubscribe-links"),
+    ("POST", "/templates/{id}/versions"),
+    ("GET", "/templates/{id}"),
+    ("GET", "/templates/{id}/versions/{version}"),
+    ("POST", "/templates/{id}/preview"),
+    ("GET", "/campaigns"),
+    ("POST", "/campaigns"),
+    ("GET", "/campaigns/{id}"),
+    ("DELETE", "/campaigns/{id}"),
     // Open.
     ("GET", "/unsubscribe/{token}"),
     ("POST", "/unsubscribe/{token}"),
@@ -170,6 +184,18 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 delete(suppressions::remove),
             )
             .route("/unsubscribe-links", post(unsubscribe::link))
+            .route("/templates/{id}/versions", post(templates::publish))
+            .route("/templates/{id}", get(templates::get_one))
+            .route(
+                "/templates/{id}/versions/{version}",
+                get(templates::get_version),
+            )
+            .route("/templates/{id}/preview", post(templates::preview))
+            .route("/campaigns", get(campaigns::list).post(campaigns::create))
+            .route(
+                "/campaigns/{id}",
+                get(campaigns::get_one).delete(campaigns::cancel),
+            )
             .route_layer(operator);
         router = router
             .merge(client_routes)

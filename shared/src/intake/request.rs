@@ -3,7 +3,12 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use uuid::Uuid;
+
 use super::fingerprint;
+use crate::content::Version;
 use crate::notification::{Channel, Class, Priority};
 use crate::queue::{Due, Expiry};
 
@@ -14,6 +19,20 @@ pub enum RequestTarget {
     Address(String),
     /// `recipientId`: a recipient profile of the caller.
     Profile(String),
+}
+
+/// A notification's template: what the request named, and the version pinned for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateUse {
+    pub id: String,
+    /// As asked; `None` for the latest at enqueue.
+    pub version: Option<i32>,
+    /// `locale` as asked.
+    pub locale: Option<String>,
+    /// The campaign enqueuing it, if any.
+    pub campaign: Option<Uuid>,
+    /// The version read at enqueue (set before admission).
+    pub pinned: Option<Arc<Version>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -30,11 +49,13 @@ pub struct CreateRequest {
     pub class: Class,
     pub category: String,
     pub expiry: Option<Expiry>,
+    /// With a template, `payload` holds its data.
+    pub template: Option<TemplateUse>,
 }
 
 impl CreateRequest {
     /// What tells a replay from a conflicting reuse of the key: the digest of
-    /// `{recipient | recipientId, channel, payload, priority, sendAt, delaySeconds, class,
+    /// `{recipient | recipientId, channel, payload | template (and locale), priority, sendAt, delaySeconds, class,
     /// category, expiresAt, ttlSeconds}`, absent members and defaults (`TRANSACTIONAL`,
     /// `general`) omitted and times in UTC (so `09:30+01:00` ≡ `08:30Z`, and a request
     /// written before these members existed keeps its fingerprint). The key is not part
@@ -42,7 +63,23 @@ impl CreateRequest {
     pub fn fingerprint(&self) -> String {
         let mut members = serde_json::Map::new();
         members.insert("channel".into(), Value::from(self.channel.as_str()));
-        members.insert("payload".into(), self.payload.clone());
+        match &self.template {
+            None => {
+                members.insert("payload".into(), self.payload.clone());
+            }
+            Some(template) => {
+                let mut named = serde_json::Map::new();
+                named.insert("id".into(), Value::from(template.id.as_str()));
+                if let Some(version) = template.version {
+                    named.insert("version".into(), Value::from(version));
+                }
+                named.insert("data".into(), self.payload.clone());
+                members.insert("template".into(), Value::Object(named));
+                if let Some(locale) = &template.locale {
+                    members.insert("locale".into(), Value::from(locale.as_str()));
+                }
+            }
+        }
         members.insert("priority".into(), Value::from(self.priority.as_str()));
         match &self.target {
             RequestTarget::Address(address) => {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::request::{CreateRequest, RequestTarget};
+use super::request::{CreateRequest, RequestTarget, TemplateUse};
 use super::times::parse_iso;
 use crate::notification::{Channel, Class, Priority};
 use crate::problems::{FieldError, Problems, contains_nul};
@@ -17,7 +17,7 @@ pub const SEND_AT_HORIZON_DAYS: i64 = 365;
 
 pub const TTL_SECONDS_MAX: i64 = 2_592_000;
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 14] = [
     "recipient",
     "recipientId",
     "channel",
@@ -30,6 +30,8 @@ const FIELDS: [&str; 12] = [
     "category",
     "expiresAt",
     "ttlSeconds",
+    "template",
+    "locale",
 ];
 
 /// `^[a-z0-9][a-z0-9_.-]{0,63}$`: a category (and a template id).
@@ -107,21 +109,39 @@ pub fn validate_create_for(
         "HIGH, NORMAL, LOW",
     );
     let idempotency_key = problems.required_text(object, "idempotencyKey", IDEMPOTENCY_KEY_MAX);
-    let payload = match object.get("payload") {
-        None => {
-            problems.add("payload", "payload is required");
-            None
+    let (payload, template) = match (object.get("payload"), object.get("template")) {
+        (Some(payload), None) => (literal_payload(payload, &mut problems), None),
+        (None, Some(template)) => match template_use(template, &mut problems) {
+            Some((template, data)) => (Some(data), Some(template)),
+            None => (None, None),
+        },
+        _ => {
+            problems.add("payload", "Provide exactly one of payload or template");
+            (None, None)
         }
-        Some(value @ Value::Object(_)) if contains_nul(value) => {
+    };
+    let template = match (template, object.get("locale")) {
+        (template, None) => template,
+        (Some(mut template), Some(Value::String(tag)))
+            if crate::content::locale::is_locale(tag) =>
+        {
+            template.locale = Some(tag.clone());
+            Some(template)
+        }
+        (Some(_), Some(_)) => {
             problems.add(
-                "payload",
-                "payload must not contain NUL (\\u0000) characters",
+                "locale",
+                "locale must be a language tag such as en or pt-BR",
             );
             None
         }
-        Some(value @ Value::Object(_)) => Some(value.clone()),
-        Some(_) => {
-            problems.add("payload", "payload must be a JSON object");
+        (None, Some(_)) => {
+            if object.contains_key("template") || object.contains_key("payload") {
+                problems.add(
+                    "locale",
+                    "locale applies only to a notification with a template",
+                );
+            }
             None
         }
     };
@@ -179,6 +199,7 @@ pub fn validate_create_for(
     if let (Some(RequestTarget::Address(recipient)), Some(channel), Some(Value::Object(fields))) =
         (&target, channel, &payload)
         && real(channel)
+        && template.is_none()
     {
         super::payload::check(channel, recipient, fields, &mut problems);
     }
@@ -214,8 +235,81 @@ pub fn validate_create_for(
             class,
             category,
             expiry: expiry.flatten(),
+            template,
         }),
         _ => Err(problems.into_errors()),
+    }
+}
+
+/// A literal payload: a JSON object without NUL and without the member that marks a
+/// template reference.
+fn literal_payload(payload: &Value, problems: &mut Problems) -> Option<Value> {
+    match payload {
+        value @ Value::Object(_) if contains_nul(value) => {
+            problems.add(
+                "payload",
+                "payload must not contain NUL (\\u0000) characters",
+            );
+            None
+        }
+        Value::Object(fields) if fields.contains_key(crate::content::reference::MARKER) => {
+            problems.add(
+                "payload",
+                "payload must not have a $template member; send template instead",
+            );
+            None
+        }
+        value @ Value::Object(_) => Some(value.clone()),
+        _ => {
+            problems.add("payload", "payload must be a JSON object");
+            None
+        }
+    }
+}
+
+/// `template`: `{"id", "version"?, "data"?}`; the template and its data.
+pub fn template_use(value: &Value, problems: &mut Problems) -> Option<(TemplateUse, Value)> {
+    let Some(object) = value.as_object() else {
+        problems.add(
+            "template",
+            "template must be an object with id, version and data",
+        );
+        return None;
+    };
+    for key in object.keys() {
+        if !["id", "version", "data"].contains(&key.as_str()) {
+            problems.unknown(&format!("template.{key}"));
+        }
+    }
+    let id = match object.get("id") {
+        Some(Value::String(id)) if is_category(id) => Some(id.clone()),
+        _ => {
+            problems.add(
+                "template.id",
+                "template.id must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
+            );
+            None
+        }
+    };
+    let version = match object.get("version") {
+        None => Some(None),
+        Some(value) => problems
+            .integer_in("template.version", value.as_i64(), 1..=i64::from(i32::MAX))
+            .map(|v| Some(v as i32)),
+    };
+    let data = super::templates::data_object(object.get("data"), "template.data", problems);
+    match (id, version, data) {
+        (Some(id), Some(version), Some(data)) => Some((
+            TemplateUse {
+                id,
+                version,
+                locale: None,
+                campaign: None,
+                pinned: None,
+            },
+            data,
+        )),
+        _ => None,
     }
 }
 

@@ -111,6 +111,7 @@ mod tests {
                 class: crate::domain::Class::Transactional,
                 recipient: "r",
                 payload,
+                rendered: false,
                 unsubscribe_url: None,
             })
             .collect()

@@ -37,6 +37,8 @@ pub struct Delivery<'a> {
     pub class: Class,
     pub recipient: &'a str,
     pub payload: &'a Value,
+    /// `payload` was rendered from a template (the simulated provider records it).
+    pub rendered: bool,
     /// The one-click unsubscribe link of a bulk email: sent as `List-Unsubscribe` with
     /// `List-Unsubscribe-Post: List-Unsubscribe=One-Click` (RFC 8058).
     pub unsubscribe_url: Option<&'a str>,

@@ -68,6 +68,10 @@ impl SimulatedProvider {
         let channels: Vec<crate::notification::Channel> = batch.iter().map(|d| d.channel).collect();
         let recipients: Vec<&str> = batch.iter().map(|d| d.recipient).collect();
         let store: Vec<bool> = planned.iter().map(Option::is_none).collect();
+        let contents: Vec<Option<&serde_json::Value>> = batch
+            .iter()
+            .map(|d| d.rendered.then_some(d.payload))
+            .collect();
 
         let db = self
             .pool
@@ -81,7 +85,7 @@ impl SimulatedProvider {
         let rows = db
             .query(
                 &statement,
-                &[&keys, &channels, &recipients, &store, &taken_at],
+                &[&keys, &channels, &recipients, &store, &taken_at, &contents],
             )
             .await
             .map_err(|e| format!("simulated provider unavailable: {e}"))?;

@@ -9,6 +9,7 @@
 //! - [`redrive`]: the operator's way back from FAILED and DEAD_LETTERED;
 //! - [`stats`]: aggregates for metrics;
 //! - [`purge`]: retention, deleting what finished long ago;
+//! - [`content`]: template references of the representation, a campaign's counts and cancel;
 //! - [`attempts`]: attempt history (`delivery_attempts`, written by `record`), and the
 //!   delivery time provider feedback reports.
 //!
@@ -18,6 +19,7 @@
 mod attempts;
 mod cancel;
 mod claim;
+mod content;
 mod insert;
 mod purge;
 mod read;
@@ -29,6 +31,7 @@ pub mod stats;
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
 pub use claim::{ClaimMode, Claimed, claim, release, start_fence};
+pub use content::{campaign_counts, cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use purge::purge;
 pub use read::{Cursor, ListFilter, ListPage, find, list};
@@ -75,6 +78,9 @@ pub(crate) fn from_row(row: &Row) -> Result<Notification, tokio_postgres::Error>
         suppressed_reason: row.try_get("suppressed_reason")?,
         expired_at: row.try_get("expired_at")?,
         quiet_hours_deferred_from: row.try_get("quiet_hours_deferred_from")?,
+        // The representation's statements do not read payloads; see `show_templates`.
+        template: None,
+        locale: None,
     })
 }
 

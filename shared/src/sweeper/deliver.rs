@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
+use serde_json::Value;
 
 use super::{SweepOutcome, Sweeper};
 use crate::audience::profiles;
@@ -22,18 +23,26 @@ const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
 
 impl Sweeper {
-    /// Hands the batch to the provider; each delivery passes `gate` before it starts.
-    pub(super) async fn deliver(&self, held: &[&Claimed], gate: &Gate) -> Vec<Attempt> {
+    /// Hands the batch to the provider; each delivery passes `gate` before it starts. A
+    /// rendered template (`payloads`, in order) replaces the stored payload.
+    pub(super) async fn deliver(
+        &self,
+        held: &[&Claimed],
+        payloads: &[Option<Value>],
+        gate: &Gate,
+    ) -> Vec<Attempt> {
         let links: Vec<Option<String>> = held.iter().map(|c| self.unsubscribe_link(c)).collect();
         let batch: Vec<Delivery<'_>> = held
             .iter()
             .zip(&links)
-            .map(|(c, link)| Delivery {
+            .zip(payloads)
+            .map(|((c, link), rendered)| Delivery {
                 key: c.id,
                 channel: c.channel,
                 class: c.class,
                 recipient: &c.recipient,
-                payload: &c.payload,
+                payload: rendered.as_ref().unwrap_or(&c.payload),
+                rendered: rendered.is_some(),
                 unsubscribe_url: link.as_deref(),
             })
             .collect();

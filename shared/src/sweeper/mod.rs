@@ -10,12 +10,14 @@ mod admit;
 mod deliver;
 pub mod function;
 mod outcome;
+mod render;
 mod run;
 
 pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
 pub use run::run;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,13 +30,14 @@ use crate::config::{
     AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetentionConfig, RetryPolicy,
     WorkerConfig,
 };
+use crate::content::VersionCache;
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, Gate, Provider};
+use crate::provider::{Attempt, Call, Gate, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
-use crate::{channel, ratelimit, retention};
+use crate::{channel, content, ratelimit, retention};
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
@@ -46,6 +49,13 @@ const FENCE_MARGIN: Duration = Duration::from_secs(5);
 /// skips them meanwhile), and how many per statement.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
 const EXPIRY_BATCH: i64 = 1000;
+/// Time a step may spend expanding campaigns (at least one chunk when one is expanding),
+/// and how often finished campaigns are looked for.
+const EXPANSION_BUDGET: Duration = Duration::from_millis(250);
+const FINISH_INTERVAL: Duration = Duration::from_secs(1);
+/// After finding no campaign to expand, steps do not look again for this long (so steps
+/// without campaigns pay nothing for them).
+const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -70,6 +80,13 @@ pub struct Sweeper {
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
     last_retention: Mutex<Option<Instant>>,
+    /// Template versions read so far (they never change).
+    templates: VersionCache,
+    /// One lane of a process expands campaigns at a time.
+    expanding: AtomicBool,
+    /// When a look for a campaign to expand last found none.
+    nothing_to_expand: Mutex<Option<Instant>>,
+    last_finish: Mutex<Option<Instant>>,
 }
 
 impl Sweeper {
@@ -147,6 +164,10 @@ impl Sweeper {
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
             last_retention: Mutex::new(None),
+            templates: VersionCache::default(),
+            expanding: AtomicBool::new(false),
+            nothing_to_expand: Mutex::new(None),
+            last_finish: Mutex::new(None),
         }
     }
 
@@ -238,13 +259,54 @@ impl Sweeper {
             return Ok(outcome);
         }
 
+        // Template notifications are rendered now; one that cannot be is FAILED untried.
+        let rendered = match self.render(&held).await {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                let released = self.release(&held).await;
+                tracing::warn!(released, "template versions unreadable; claims released");
+                return Err(error);
+            }
+        };
+        let mut sendable: Vec<&Claimed> = Vec::with_capacity(held.len());
+        let mut payloads = Vec::with_capacity(held.len());
+        let mut unrenderable: Vec<(&Claimed, Call)> = Vec::new();
+        for (claim, rendered) in held.iter().zip(rendered) {
+            match rendered {
+                Ok(payload) => {
+                    sendable.push(claim);
+                    payloads.push(payload);
+                }
+                Err(error) => {
+                    let now = chrono::Utc::now();
+                    let call = Call {
+                        outcome: ProviderOutcome::Permanent(error),
+                        started_at: now,
+                        finished_at: now,
+                    };
+                    unrenderable.push((claim, call));
+                }
+            }
+        }
+        let held = sendable;
+
         let gate = Gate::new(
             self.permits.clone(),
             stop.clone(),
             self.config.provider_timeout,
         );
-        let attempts = self.deliver(&held, &gate).await;
-        let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len());
+        let attempts = self.deliver(&held, &payloads, &gate).await;
+        let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
+        for (claim, call) in &unrenderable {
+            let disposition = self.dispose(claim, &call.outcome);
+            deliver::tally(&mut outcome, claim, &disposition);
+            settled.push(Settled {
+                claim,
+                disposition,
+                call,
+                suppress_hash: None,
+            });
+        }
         let mut unstarted: Vec<&Claimed> = Vec::new();
         for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
@@ -333,6 +395,14 @@ impl Sweeper {
                 );
             }
         }
+        self.expand_campaigns().await;
+        if due(&self.last_finish, FINISH_INTERVAL) {
+            let db = self.pool.get().await?;
+            let finished = content::campaigns::finish(&db).await?;
+            if finished > 0 {
+                tracing::info!(finished, "campaigns done");
+            }
+        }
         if due(&self.last_recovery, self.recovery_interval) {
             let db = self.pool.get().await?;
             let recovered =
@@ -348,6 +418,50 @@ impl Sweeper {
             }
         }
         Ok(outcome)
+    }
+}
+
+impl Sweeper {
+    /// Expands campaign chunks for at most [`EXPANSION_BUDGET`], in one lane at a time. A
+    /// failure is logged, not the step's: sending goes on, and the chunk that failed is
+    /// expanded again by a later step.
+    async fn expand_campaigns(&self) {
+        let idle = self
+            .nothing_to_expand
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() < EXPANSION_IDLE_INTERVAL);
+        if idle || self.expanding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let started = Instant::now();
+        let mut recipients = 0;
+        while started.elapsed() < EXPANSION_BUDGET {
+            match content::campaigns::expand_chunk(
+                &self.pool,
+                &self.audience.secret,
+                self.retry.max_attempts(),
+            )
+            .await
+            {
+                Ok(Some(chunk)) => recipients += chunk,
+                Ok(None) => {
+                    if let Ok(mut at) = self.nothing_to_expand.lock() {
+                        *at = Some(Instant::now());
+                    }
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %crate::telemetry::describe(&error), "campaign expansion failed; a later step resumes it");
+                    break;
+                }
+            }
+        }
+        if recipients > 0 {
+            tracing::info!(recipients, "campaign recipients expanded");
+        }
+        self.expanding.store(false, Ordering::Release);
     }
 }
 

@@ -35,6 +35,7 @@ async fn a_delivery_accepted_before_its_worker_died_is_resent_with_the_same_key_
                 class: old.class,
                 recipient: &old.recipient,
                 payload: &old.payload,
+                rendered: false,
                 unsubscribe_url: None,
             }],
             &open_gate(),

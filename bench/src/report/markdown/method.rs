@@ -76,7 +76,18 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
     );
     let _ = writeln!(
         w,
-        "- **B11**: the one-worker B2 pass (same load, release and clock) with email sent for \
+        "- **B9**: a fresh database holds {} recipient profiles with email addresses; one \
+         API and one worker process run with SES for email (the stand-in of B11, {:.0} ms), \
+         `EMAIL_RATE_PER_SECOND=2000`, `EMAIL_TRANSACTIONAL_RESERVED_PER_SECOND=500`, \
+         `WORKER_CONCURRENCY=64` and `WORKER_BATCH_SIZE=500`. An EMAIL template is published, \
+         TRANSACTIONAL HIGH notifications (`sendAt` = the client's clock) are posted at \
+         50 /s from 2 s before `POST /campaigns` (all recipients, BULK, LOW) until the \
+         campaign is DONE. Expansion = from the POST to the campaign leaving EXPANDING \
+         (polled every 200 ms); the campaign's busiest second = the most of its `SendEmail` \
+         calls the stand-in received in any one-second window (its share is 1,500 /s, plus \
+         the token bucket's burst); transactional latency = `sent_at − scheduled_at` of \
+         every transactional notification. Every recipient must get exactly one call.\n\
+         - **B11**: the one-worker B2 pass (same load, release and clock) with email sent for \
          real through the SES provider, one `SendEmail` call through the AWS SDK per \
          notification. The API and the worker run with `EMAIL_PROVIDER=ses`, \
          `SES_FROM_ADDRESS=bench@example.com`, `AWS_REGION=us-east-1`, dummy credentials and \
@@ -100,6 +111,8 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          (JSON), then the same with `?format=prometheus`, on one keep-alive HTTP client; \
          latencies are client-side, p50 and p95 by nearest rank, and the headline is the \
          slower format's p95. Every JSON answer must count every stored notification.\n",
+        int(options.bulk() as f64),
+        crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
         crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
         options.b11_concurrency,
         int(options.metrics_rows() as f64),

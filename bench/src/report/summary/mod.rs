@@ -1,6 +1,7 @@
-//! The summary rows B1–B8, B11 and M1: each scenario's headline figure over the runs,
-//! against its target and notifyd's figures (B11 and M1 have none).
+//! The summary rows B1–B9, B11 and M1: each scenario's headline figure over the runs,
+//! against its target and notifyd's figures (B9, B11 and M1 have none).
 
+mod campaign;
 mod metrics;
 mod real;
 
@@ -37,7 +38,7 @@ fn row(
 
 const NOT_RUN: &str = "not run";
 
-/// One row per scenario, B1 to B8, B11 and M1, over all runs.
+/// One row per scenario, B1 to B9, B11 and M1, over all runs.
 pub fn summarize(
     runs: &[RunResult],
     options: &Options,
@@ -296,6 +297,7 @@ pub fn summarize(
             "—",
         ),
     ));
+    rows.push(campaign::row(runs, options));
     rows.push(real::row(runs, options));
     rows.push(metrics::row(runs, options));
     rows

@@ -1,0 +1,2 @@
+-- How many profiles owner $1 has.
+SELECT count(*) AS profiles FROM recipients WHERE owner = $1

@@ -1,0 +1,305 @@
+//! The template engine: minijinja with strict undefined variables, HTML escaping for
+//! `html` fields and nothing else, no loader (so no `include`, `extends` or `import`, no
+//! file or network access), and a fuel limit so no template runs away.
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use serde_json::{Map, Value};
+
+use crate::notification::Channel;
+use crate::problems::Problems;
+
+/// Instructions one field may run: ample for any message, a stop for a runaway loop.
+const FUEL: u64 = 200_000;
+/// Characters of one field's template source.
+const SOURCE_MAX: usize = 100_000;
+
+/// A field that did not render: `locales.<locale>.<field>` and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderError {
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// The fields a body of `channel` may have (those of its payload, `delivery.md`).
+pub fn fields(channel: Channel) -> &'static [&'static str] {
+    match channel {
+        Channel::Email => &["subject", "text", "html"],
+        Channel::Sms => &["text"],
+        Channel::Push => &["title", "body", "data"],
+    }
+}
+
+/// Checks the shape of one locale's body: known fields, template strings (for push
+/// `data`, an object of template strings), and what the channel requires.
+pub fn check_body(channel: Channel, locale: &str, body: &Value, problems: &mut Problems) {
+    let at = format!("locales.{locale}");
+    let Some(body) = body.as_object() else {
+        problems.add(&at, format!("{at} must be an object"));
+        return;
+    };
+    for (field, source) in body {
+        let path = format!("{at}.{field}");
+        if !fields(channel).contains(&field.as_str()) {
+            problems.unknown(&path);
+            continue;
+        }
+        match source {
+            Value::String(text) if !text.is_empty() && text.chars().count() <= SOURCE_MAX => {}
+            Value::Object(members) if channel == Channel::Push && field == "data" => {
+                if !members.values().all(Value::is_string) {
+                    problems.add(&path, format!("{path} must be an object of string values"));
+                }
+            }
+            _ => problems.add(
+                &path,
+                format!("{path} must be a string of 1 to {SOURCE_MAX} characters"),
+            ),
+        }
+    }
+    let has = |field: &str| body.contains_key(field);
+    match channel {
+        Channel::Email => {
+            if !has("subject") {
+                problems.add(&format!("{at}.subject"), "subject is required");
+            }
+            if !has("text") && !has("html") {
+                problems.add(&format!("{at}.text"), "a body needs text or html (or both)");
+            }
+        }
+        Channel::Sms => {
+            if !has("text") {
+                problems.add(&format!("{at}.text"), "text is required");
+            }
+        }
+        Channel::Push => {
+            if !has("title") && !has("body") {
+                problems.add(
+                    &format!("{at}.body"),
+                    "a body needs a title or a body (or both)",
+                );
+            }
+        }
+    }
+}
+
+/// The templates of a version's locales, parsed once: field `f` of locale `l` is the
+/// template named `locales.<l>.<f>` (`locales.<l>.data.<key>` for push data).
+#[derive(Debug)]
+pub struct Compiled {
+    environment: Environment<'static>,
+}
+
+/// Parses every field of `locales` (locale → body); the first that does not parse is named.
+pub fn compile(locales: &Map<String, Value>) -> Result<Compiled, RenderError> {
+    let mut environment = environment();
+    for (locale, body) in locales {
+        let Some(body) = body.as_object() else {
+            continue;
+        };
+        for (field, source) in body {
+            let path = format!("locales.{locale}.{field}");
+            match source {
+                Value::String(text) => add(&mut environment, path, text)?,
+                Value::Object(members) => {
+                    for (key, text) in members {
+                        let text = text.as_str().unwrap_or_default();
+                        add(&mut environment, format!("{path}.{key}"), text)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(Compiled { environment })
+}
+
+fn add(
+    environment: &mut Environment<'static>,
+    path: String,
+    source: &str,
+) -> Result<(), RenderError> {
+    environment
+        .add_template_owned(path.clone(), source.to_string())
+        .map_err(|error| RenderError {
+            field: path,
+            message: describe(&error),
+        })
+}
+
+impl Compiled {
+    /// Renders every field of `locale` (whose body is `body`) with `data`, a JSON object:
+    /// the payload a provider is handed. The first field that fails is named.
+    pub fn render(
+        &self,
+        locale: &str,
+        body: &Map<String, Value>,
+        data: &Value,
+    ) -> Result<Map<String, Value>, RenderError> {
+        let context = minijinja::Value::from_serialize(data);
+        let mut rendered = Map::with_capacity(body.len());
+        for (field, source) in body {
+            let path = format!("locales.{locale}.{field}");
+            let value = match source {
+                Value::String(_) => Value::String(self.one(&path, &context)?),
+                Value::Object(members) => {
+                    let mut out = Map::with_capacity(members.len());
+                    for key in members.keys() {
+                        let text = self.one(&format!("{path}.{key}"), &context)?;
+                        out.insert(key.clone(), Value::String(text));
+                    }
+                    Value::Object(out)
+                }
+                other => other.clone(),
+            };
+            rendered.insert(field.clone(), value);
+        }
+        Ok(rendered)
+    }
+
+    fn one(&self, path: &str, context: &minijinja::Value) -> Result<String, RenderError> {
+        self.environment
+            .get_template(path)
+            .and_then(|template| template.render(context))
+            .map_err(|error| RenderError {
+                field: path.to_string(),
+                message: describe(&error),
+            })
+    }
+}
+
+/// Renders every field of one locale's `body` with `data` (a JSON object), parsing it
+/// first: what publish and preview check.
+pub fn render(
+    locale: &str,
+    body: &Map<String, Value>,
+    data: &Value,
+) -> Result<Map<String, Value>, RenderError> {
+    let mut one = Map::new();
+    one.insert(locale.to_string(), Value::Object(body.clone()));
+    compile(&one)?.render(locale, body, data)
+}
+
+fn environment() -> Environment<'static> {
+    let mut environment = Environment::new();
+    environment.set_undefined_behavior(UndefinedBehavior::Strict);
+    // The template's name is its field path: only `…html` is escaped.
+    environment.set_auto_escape_callback(|name| {
+        if name.ends_with(".html") {
+            AutoEscape::Html
+        } else {
+            AutoEscape::None
+        }
+    });
+    environment.set_fuel(Some(FUEL));
+    environment
+}
+
+/// The error and its cause in one line, without the source excerpt.
+fn describe(error: &minijinja::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().expect("object")
+    }
+
+    #[test]
+    fn html_is_escaped_and_text_is_not() {
+        let rendered = render(
+            "en",
+            &body(json!({"subject": "Hi {{ name }}", "text": "Hi {{ name }}", "html": "<p>Hi {{ name }}</p>"})),
+            &json!({"name": "<script>alert(1)</script>"}),
+        )
+        .expect("renders");
+        assert_eq!(rendered["text"], "Hi <script>alert(1)</script>");
+        assert_eq!(rendered["subject"], "Hi <script>alert(1)</script>");
+        assert_eq!(
+            rendered["html"],
+            "<p>Hi &lt;script&gt;alert(1)&lt;&#x2f;script&gt;</p>"
+        );
+    }
+
+    #[test]
+    fn an_undefined_variable_fails_and_names_its_field() {
+        let error = render(
+            "pt-BR",
+            &body(json!({"text": "ok", "html": "<p>{{ user.name }}</p>"})),
+            &json!({"user": {}}),
+        )
+        .expect_err("strict");
+        assert_eq!(error.field, "locales.pt-BR.html");
+        assert!(error.message.contains("undefined"), "{}", error.message);
+        let error =
+            render("en", &body(json!({"text": "{{ missing }}"})), &json!({})).expect_err("strict");
+        assert_eq!(error.field, "locales.en.text");
+        // A syntax error is caught the same way.
+        let error =
+            render("en", &body(json!({"text": "{% if %}"})), &json!({})).expect_err("syntax");
+        assert_eq!(error.field, "locales.en.text");
+    }
+
+    #[test]
+    fn no_template_reaches_files_or_runs_away() {
+        for source in [
+            "{% include 'x' %}",
+            "{% extends 'x' %}",
+            "{% import 'x' as y %}",
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        ] {
+            assert!(
+                render("en", &body(json!({"text": source})), &json!({})).is_err(),
+                "{source}"
+            );
+        }
+    }
+
+    #[test]
+    fn push_data_values_are_templates() {
+        let rendered = render(
+            "en",
+            &body(json!({"title": "T", "data": {"order": "{{ id }}"}})),
+            &json!({"id": 42}),
+        )
+        .expect("renders");
+        assert_eq!(rendered["data"], json!({"order": "42"}));
+    }
+
+    #[test]
+    fn bodies_are_checked_per_channel() {
+        let mut problems = Problems::new();
+        check_body(
+            Channel::Email,
+            "en",
+            &json!({"text": "x", "title": "t"}),
+            &mut problems,
+        );
+        check_body(Channel::Sms, "fr", &json!({"text": 5}), &mut problems);
+        let fields: Vec<String> = problems
+            .into_errors()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(
+            fields,
+            ["locales.en.title", "locales.en.subject", "locales.fr.text"]
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! Campaigns: submission (idempotent, also when raced), expansion by sweepers into
+//! exactly one notification per recipient (also through SIGKILLs mid-chunk), completion,
+//! and cancel in the middle of a drain.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use notify_shared::content::campaigns;
+use notify_shared::stop::StopSignal;
+use notify_tests::app::detail_fields;
+use notify_tests::process::{Children, worker_command};
+use notify_tests::worker;
+use notify_tests::{TestApp, TestDb};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{call, publish, welcome};
+
+/// `count` profiles `r00001`… of the anonymous owner, with email addresses.
+async fn profiles(db: &TestDb, count: i32) {
+    db.execute(
+        "INSERT INTO recipients (owner, recipient_id, email, locale)
+         SELECT '00000000-0000-0000-0000-000000000000', 'r' || lpad(i::text, 5, '0'),
+                'r' || i || '@example.com', CASE WHEN i % 2 = 0 THEN 'pt-BR' ELSE 'en' END
+         FROM generate_series(1, $1) AS i",
+        &[&count],
+    )
+    .await;
+}
+
+fn campaign(key: &str, audience: Value) -> Value {
+    json!({"idempotencyKey": key, "name": "Spring", "channel": "EMAIL",
+           "template": {"id": "welcome", "data": {"name": "friend"}}, "audience": audience})
+}
+
+async fn submit(app: &TestApp, body: &Value) -> (u16, Value) {
+    let reply = call(app, Method::POST, "/campaigns", Some(body)).await;
+    (reply.status.as_u16(), reply.body)
+}
+
+async fn campaign_state(app: &TestApp, id: &str) -> Value {
+    let reply = call(app, Method::GET, &format!("/campaigns/{id}"), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.body
+}
+
+/// Expands every chunk of every expanding campaign, as sweepers would.
+async fn expand_all(app: &TestApp) -> usize {
+    let mut total = 0;
+    while let Some(chunk) = campaigns::expand_chunk(app.pool(), b"dev", 6)
+        .await
+        .expect("a chunk expands")
+    {
+        total += chunk;
+    }
+    total
+}
+
+#[tokio::test]
+async fn a_campaign_fans_out_once_per_recipient_applies_the_audience_rules_and_finishes() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 2500).await;
+    app.db
+        .execute(
+            "UPDATE recipients SET unsubscribed_all = true WHERE recipient_id IN ('r00007', 'r00008')",
+            &[],
+        )
+        .await;
+    let mut ids: Vec<String> = (1..=2500).map(|i| format!("r{i:05}")).collect();
+    ids.push("nobody".into());
+    ids.push("r00001".into()); // listed twice, counted once
+    let (status, created) = submit(&app, &campaign("spring", json!({"recipientIds": ids}))).await;
+    assert_eq!(status, 202, "{created}");
+    assert_eq!(created["status"], "EXPANDING");
+    assert_eq!(created["audienceSize"], 2501);
+    assert_eq!(created["template"], json!({"id": "welcome", "version": 1}));
+    let id = created["id"].as_str().expect("id").to_string();
+
+    // A sweeper expands it within its steps (bounded per step) and sends it.
+    let sweeper = worker::sweeper(app.pool(), Arc::new(worker::simulated(app.pool().clone())))
+        .config(worker::worker_config().batch_size(500))
+        .build();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let done = loop {
+        worker::sweep(&sweeper).await;
+        let state = campaign_state(&app, &id).await;
+        if state["status"] == "DONE" {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "not done: {state}");
+    };
+    assert_eq!(done["expanded"], 2501);
+    assert_eq!(done["counts"]["sent"], 2498);
+    assert_eq!(
+        done["counts"]["suppressed"], 3,
+        "two unsubscribed, one without a profile"
+    );
+    assert_eq!(done["counts"]["pending"], 0);
+    assert!(done["finishedAt"].is_string());
+
+    let keys = app
+        .db
+        .count(&format!(
+            "SELECT count(DISTINCT idempotency_key) FROM notifications
+             WHERE idempotency_key LIKE 'campaign:{id}:%' AND class = 'BULK' AND priority = 2"
+        ))
+        .await;
+    assert_eq!(keys, 2501);
+    // The recipient's profile is merged into the data, and its locale chosen.
+    let content: Value = app
+        .db
+        .scalar(
+            "SELECT d.content FROM simulated_deliveries d JOIN notifications n ON n.id = d.delivery_key
+             WHERE n.recipient_id = 'r00002'",
+            &[],
+        )
+        .await;
+    assert_eq!(content["subject"], "Hi (pt) friend");
+    let payload: Value = app
+        .db
+        .scalar(
+            "SELECT payload FROM notifications WHERE recipient_id = 'r00002'",
+            &[],
+        )
+        .await;
+    assert_eq!(payload["data"]["recipient"]["id"], "r00002");
+    let events = app
+        .db
+        .count(&format!(
+            "SELECT count(*) FROM webhook_events WHERE type = 'campaign.done'
+             AND body ->> 'campaignId' = '{id}' AND (body -> 'counts' ->> 'SENT')::int = 2498"
+        ))
+        .await;
+    assert_eq!(events, 1);
+
+    let listed = call(&app, Method::GET, "/campaigns?limit=1", None).await;
+    assert_eq!(listed.body["items"][0]["id"], id.as_str());
+    assert!(listed.body["nextCursor"].is_null());
+}
+
+#[tokio::test]
+async fn every_profile_of_the_caller_is_walked_in_chunks() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 2300).await;
+    let (status, created) = submit(&app, &campaign("all", json!({"allRecipients": true}))).await;
+    assert_eq!(status, 202, "{created}");
+    assert_eq!(created["audienceSize"], 2300);
+    assert_eq!(expand_all(&app).await, 2300);
+    let state = campaign_state(&app, created["id"].as_str().expect("id")).await;
+    assert_eq!(state["status"], "QUEUED");
+    assert_eq!(state["expanded"], 2300);
+    assert_eq!(state["counts"]["pending"], 2300);
+}
+
+#[tokio::test]
+async fn a_campaign_submitted_twice_at_once_is_one_campaign() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 10).await;
+    let body = campaign("twice", json!({"allRecipients": true}));
+    let replies = join_all((0..8).map(|_| submit(&app, &body))).await;
+    let mut statuses: Vec<u16> = replies.iter().map(|(status, _)| *status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 200, 202]);
+    let ids: std::collections::HashSet<&str> = replies
+        .iter()
+        .map(|(_, body)| body["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(app.db.count("SELECT count(*) FROM campaigns").await, 1);
+
+    let mut other = body.clone();
+    other["name"] = json!("Autumn");
+    assert_eq!(submit(&app, &other).await.0, 409);
+    // Checked like any body.
+    let (status, error) = submit(
+        &app,
+        &json!({"idempotencyKey": "x", "name": "", "channel": "SMS", "priority": "URGENT",
+                "template": {"id": "nothing"}, "audience": {"recipientIds": []}}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        detail_fields(&error),
+        ["name", "priority", "audience.recipientIds"]
+    );
+    let (status, error) = submit(
+        &app,
+        &campaign("y", json!({"allRecipients": true, "recipientIds": ["a"]})),
+    )
+    .await;
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (400, vec!["audience".to_string()])
+    );
+    let mut unknown = campaign("z", json!({"allRecipients": true}));
+    unknown["template"]["version"] = json!(7);
+    let (status, error) = submit(&app, &unknown).await;
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (400, vec!["template.version".to_string()])
+    );
+}
+
+#[tokio::test]
+async fn nothing_pending_of_a_cancelled_campaign_is_sent_after_the_cancel_returned() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 10_000).await;
+    let (_, created) = submit(&app, &campaign("cancel", json!({"allRecipients": true}))).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    assert_eq!(expand_all(&app).await, 10_000);
+
+    // A sweeper drains it, slowly, while the cancel arrives.
+    let provider = worker::simulated(app.pool().clone());
+    let sweeper = Arc::new(
+        worker::sweeper(app.pool(), Arc::new(provider))
+            .config(worker::worker_config().batch_size(50))
+            .build(),
+    );
+    let (handle, stop) = StopSignal::new();
+    let draining = {
+        let sweeper = sweeper.clone();
+        tokio::spawn(async move {
+            while !stop.is_stopped() {
+                let _ = sweeper.sweep_once(&StopSignal::never()).await;
+            }
+        })
+    };
+    let sent_query = format!(
+        "SELECT count(*) FROM notifications WHERE payload #>> '{{$template,campaign}}' = '{id}' AND status = 'SENT'"
+    );
+    app.db
+        .wait_for_count(
+            &sent_query,
+            Duration::from_secs(60),
+            |n| n >= 200,
+            String::new,
+        )
+        .await;
+    let reply = call(&app, Method::DELETE, &format!("/campaigns/{id}"), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["status"], "CANCELLED");
+    // At this instant nothing of it is PENDING; what is not cancelled was sent or claimed.
+    let in_hand: Vec<uuid::Uuid> = {
+        let db = app.pool().get().await.expect("connection");
+        db.query(
+            "SELECT id FROM notifications WHERE payload #>> '{$template,campaign}' = $1
+             AND status <> 'CANCELLED'",
+            &[&id],
+        )
+        .await
+        .expect("rows")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+    };
+    assert!(in_hand.len() < 10_000, "nothing was cancelled");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    handle.stop();
+    draining.await.expect("sweeper task");
+    worker::sweep_until_idle(&sweeper).await;
+
+    let db = app.pool().get().await.expect("connection");
+    let sent_late = db
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE payload #>> '{$template,campaign}' = $1
+             AND status = 'SENT' AND NOT (id = ANY($2))",
+            &[&id, &in_hand],
+        )
+        .await
+        .expect("count")
+        .get::<_, i64>(0);
+    assert_eq!(
+        sent_late, 0,
+        "a notification PENDING at the cancel was sent"
+    );
+    let state = campaign_state(&app, &id).await;
+    assert_eq!(state["counts"]["pending"], 0);
+    assert_eq!(
+        state["counts"]["cancelled"].as_i64().expect("n")
+            + state["counts"]["sent"].as_i64().expect("n"),
+        10_000
+    );
+    // Cancelling again answers the same; a finished campaign cannot be cancelled.
+    let again = call(&app, Method::DELETE, &format!("/campaigns/{id}"), None).await;
+    assert_eq!(again.status, 200);
+}
+
+#[tokio::test]
+async fn a_worker_sigkilled_twice_mid_chunk_leaves_exactly_one_notification_per_recipient() {
+    const TOTAL: i64 = 20_000;
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, TOTAL as i32).await;
+    // Due in an hour: the workers only expand until the test makes them due.
+    let later = (chrono::Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
+    let mut body = campaign("kill", json!({"allRecipients": true}));
+    body["sendAt"] = json!(later);
+    let (status, created) = submit(&app, &body).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["id"].as_str().expect("id").to_string();
+
+    let env = [
+        ("MOCK_LATENCY_MS", "0"),
+        ("MOCK_FAILURE_RATE", "0"),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "3"),
+        ("PROVIDER_TIMEOUT_MS", "1000"),
+        ("WORKER_POLL_INTERVAL_MS", "100"),
+        ("WORKER_BATCH_SIZE", "500"),
+        ("WORKER_CONCURRENCY", "50"),
+    ];
+    let expanded = format!("SELECT expanded::int8 FROM campaigns WHERE id = '{id}'");
+    // Locked by a worker's chunk transaction: the row is skipped by SKIP LOCKED.
+    let mid_chunk = format!(
+        "SELECT count(*) FROM campaigns WHERE id = '{id}' AND status = 'EXPANDING'
+         AND id NOT IN (SELECT id FROM campaigns WHERE id = '{id}' FOR UPDATE SKIP LOCKED)"
+    );
+    let mut children = Children::default();
+    for (round, threshold) in [(0usize, 3000), (1, 9000)] {
+        children.start(&mut worker_command(&app.db.url, &env));
+        app.db
+            .wait_for_count(
+                &expanded,
+                Duration::from_secs(120),
+                |n| n >= threshold,
+                || children.logs(),
+            )
+            .await;
+        let victim = &mut children.0[round];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            victim.signal(libc::SIGSTOP);
+            if app.db.count(&mid_chunk).await == 1 {
+                victim.signal(libc::SIGKILL);
+                break;
+            }
+            victim.signal(libc::SIGCONT);
+            assert!(
+                Instant::now() < deadline,
+                "never caught mid-chunk:\n{}",
+                victim.log()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let status = victim.wait_exit(Duration::from_secs(10)).await;
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        let at_kill = app.db.count(&expanded).await;
+        assert!(at_kill < TOTAL, "expansion finished before the kill");
+    }
+    children.start(&mut worker_command(&app.db.url, &env));
+    app.db
+        .wait_for_count(
+            &format!("SELECT count(*) FROM campaigns WHERE id = '{id}' AND status = 'QUEUED'"),
+            Duration::from_secs(120),
+            |n| n == 1,
+            || children.logs(),
+        )
+        .await;
+    let campaign_rows =
+        format!("FROM notifications WHERE payload #>> '{{$template,campaign}}' = '{id}'");
+    assert_eq!(
+        app.db
+            .count(&format!("SELECT count(*) {campaign_rows}"))
+            .await,
+        TOTAL
+    );
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT count(DISTINCT idempotency_key) {campaign_rows}"
+            ))
+            .await,
+        TOTAL
+    );
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT count(DISTINCT recipient_id) {campaign_rows}"
+            ))
+            .await,
+        TOTAL
+    );
+    // Now due: the surviving worker sends it and the campaign is DONE.
+    app.db
+        .execute(
+            "UPDATE notifications SET next_attempt_at = now() WHERE status = 'PENDING'",
+            &[],
+        )
+        .await;
+    app.db
+        .wait_for_count(
+            &format!("SELECT count(*) FROM campaigns WHERE id = '{id}' AND status = 'DONE'"),
+            Duration::from_secs(240),
+            |n| n == 1,
+            || children.logs(),
+        )
+        .await;
+    let state = campaign_state(&app, &id).await;
+    assert_eq!(state["counts"]["sent"], TOTAL);
+    assert_eq!(state["expanded"], TOTAL);
+}

@@ -1,0 +1,180 @@
+//! Publishing, reading and previewing templates over HTTP.
+
+use notify_tests::TestApp;
+use notify_tests::app::{assert_envelope, detail_fields, details};
+use reqwest::Method;
+use serde_json::json;
+
+use super::{call, publish, welcome};
+
+#[tokio::test]
+async fn versions_are_numbered_immutable_and_readable() {
+    let app = TestApp::spawn().await;
+    let first = publish(&app, "welcome", &welcome("Hi")).await;
+    assert_eq!(first["version"], 1);
+    assert_eq!(first["templateId"], "welcome");
+    assert_eq!(first["channel"], "EMAIL");
+    assert_eq!(first["locales"], json!(["en", "pt"]));
+    let second = publish(&app, "welcome", &welcome("Hello")).await;
+    assert_eq!(second["version"], 2);
+
+    let template = call(&app, Method::GET, "/templates/welcome", None).await;
+    assert_eq!(template.status, 200);
+    assert_eq!(template.body["latest"]["version"], 2);
+    assert_eq!(
+        template.body["latest"]["locales"]["en"]["subject"],
+        "Hello {{ name }}"
+    );
+    let versions: Vec<i64> = template.body["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| v["version"].as_i64().expect("number"))
+        .collect();
+    assert_eq!(versions, [1, 2]);
+    let one = call(&app, Method::GET, "/templates/welcome/versions/1", None).await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.body["locales"]["en"]["subject"], "Hi {{ name }}");
+
+    for path in ["/templates/nothing", "/templates/welcome/versions/3"] {
+        let reply = call(&app, Method::GET, path, None).await;
+        assert_envelope(&reply.body, 404, path);
+    }
+    // A template keeps its channel.
+    let mut sms = welcome("Hi");
+    sms["channel"] = json!("SMS");
+    sms["locales"] = json!({"en": {"text": "Hi"}});
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/versions",
+        Some(&sms),
+    )
+    .await;
+    assert_eq!(reply.status, 409, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn every_locale_must_render_with_the_sample_data() {
+    let app = TestApp::spawn().await;
+    let mut version = welcome("Hi");
+    version["locales"]["pt-BR"] = json!({"subject": "Olá {{ nome }}", "text": "ok"});
+    version["locales"]["fr"] = json!({"subject": "Salut", "text": "{% if %}"});
+    let reply = call(&app, Method::POST, "/templates/t/versions", Some(&version)).await;
+    assert_envelope(&reply.body, 400, "/templates/t/versions");
+    assert_eq!(
+        detail_fields(&reply.body),
+        ["locales.fr.text", "locales.pt-BR.subject"]
+    );
+    // Nothing was stored.
+    let reply = call(&app, Method::GET, "/templates/t", None).await;
+    assert_eq!(reply.status, 404);
+
+    let bad = json!({"channel": "PUSH", "defaultLocale": "de", "locales": {"en": {"text": "x"}, "en_US": {}}, "sampleData": [], "extra": 1});
+    let reply = call(&app, Method::POST, "/templates/t/versions", Some(&bad)).await;
+    assert_eq!(
+        detail_fields(&reply.body),
+        [
+            "extra",
+            "sampleData",
+            "locales.en.text",
+            "locales.en.body",
+            "locales.en_US",
+            "defaultLocale"
+        ]
+    );
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/Bad!/versions",
+        Some(&welcome("x")),
+    )
+    .await;
+    assert_eq!(detail_fields(&reply.body), ["templateId"]);
+}
+
+#[tokio::test]
+async fn sms_versions_record_their_cost_and_refuse_too_many_segments() {
+    let app = TestApp::spawn().await;
+    let version = json!({
+        "channel": "SMS",
+        "defaultLocale": "en",
+        "locales": {
+            "en": {"text": "Your code is {{ code }} €"},
+            "ru": {"text": "Ваш код {{ code }}"}
+        },
+        "sampleData": {"code": "1234"}
+    });
+    let stored = publish(&app, "code", &version).await;
+    assert_eq!(
+        stored["sms"],
+        json!({
+            "en": {"encoding": "GSM-7", "characters": 20, "segments": 1},
+            "ru": {"encoding": "UCS-2", "characters": 12, "segments": 1}
+        })
+    );
+    // SMS_MAX_SEGMENTS is 3 by default: 3 × 153 septets pass, one more does not.
+    let long = |n: usize| json!({"channel": "SMS", "defaultLocale": "en", "locales": {"en": {"text": "a".repeat(n)}}});
+    assert_eq!(
+        publish(&app, "long", &long(459)).await["sms"]["en"]["segments"],
+        3
+    );
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/long/versions",
+        Some(&long(460)),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    let found = details(&reply.body);
+    assert_eq!(found[0].0, "locales.en.text");
+    assert!(found[0].1[0].contains("4 segments"), "{found:?}");
+}
+
+#[tokio::test]
+async fn preview_renders_without_sending_and_escapes_html_only() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/preview",
+        Some(&json!({"locale": "pt-BR", "data": {"name": "<script>x</script>"}})),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["locale"], "pt");
+    assert_eq!(reply.body["version"], 1);
+    assert_eq!(
+        reply.body["rendered"]["text"],
+        "Bem-vindo, <script>x</script>"
+    );
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/preview",
+        Some(&json!({"locale": "en", "data": {"name": "<script>x</script>"}})),
+    )
+    .await;
+    assert_eq!(
+        reply.body["rendered"]["text"],
+        "Welcome, <script>x</script>"
+    );
+    assert_eq!(
+        reply.body["rendered"]["html"],
+        "<p>Welcome, &lt;script&gt;x&lt;&#x2f;script&gt;</p>"
+    );
+    // Strict: a variable missing from the data names its field.
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/preview",
+        Some(&json!({"data": {}})),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(detail_fields(&reply.body), ["locales.en.html"]);
+    let count: i64 = app.db.count("SELECT count(*) FROM notifications").await;
+    assert_eq!(count, 0);
+}
