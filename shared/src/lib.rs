@@ -11,6 +11,7 @@ pub mod channel;
 pub mod config;
 pub mod db;
 pub mod deadline;
+pub mod digest;
 pub mod domain;
 pub mod feedback;
 pub mod intake;

@@ -1,5 +1,6 @@
 //! Operator routes against a real PostgreSQL: single and bulk redrive, metrics as JSON and
 //! as Prometheus text, and the worker role's reduced router.
 
+mod digest;
 mod metrics;
 mod redrive;
