@@ -26,7 +26,7 @@ fn hash(text: &str) -> String {
 pub fn console_csp() -> String {
     format!(
         "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
-         connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+         connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
          frame-ancestors 'none'",
         hash(inline("script")),
         hash(inline("style"))
