@@ -289,5 +289,6 @@ pub fn summarize(
     ));
     rows.push(real::row(runs, options));
     rows.push(metrics::row(runs, options));
+    rows.push(metrics::digest_row(runs, options));
     rows
 }
