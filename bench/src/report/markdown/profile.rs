@@ -27,6 +27,10 @@ three seed statements at 1,000,000 (`bench/src/scenarios/seed.rs`, `$1` = 100000
 | the same | release | 84.9 ms | 127.1 ms | 191.3 ms |
 | the 20,000 moved two hours back | release | 33.4 ms | 55.7 ms | 64.2 ms |
 
+`cargo run --release --bin notify-bench -- --only M1 --runs 1` (M2 on M1's database as
+seeded, reqwest keep-alive client, same afternoon): p50 1.42 ms, p95 7.92 ms, max 8.22 ms
+(that run's M1, for scale: `GET /metrics` p95 68.5 ms JSON, 73.1 ms Prometheus).
+
 The time grows with the dead-lettering of the last hour (the five top errors are a
 group-by over those rows), not with the table: every other finding reads a partial index
 top-down (`notifications_claim_order` once per channel, class and priority,
