@@ -22,12 +22,17 @@ const CREATE: Statement = statement!("api_keys/create");
 const LIST: Statement = statement!("api_keys/list");
 const REVOKE: Statement = statement!("api_keys/revoke");
 const COUNT_ACTIVE: Statement = statement!("api_keys/count_active");
+const TOUCH: Statement = statement!("api_keys/touch");
+const UNUSED: Statement = statement!("api_keys/unused");
 
 const PREFIX: &str = "nq_";
 /// A snapshot of the active keys is trusted this long (how long a revoked key still works).
 const SNAPSHOT_TTL: Duration = Duration::from_secs(10);
 /// An unknown key id reads the keys again only if the snapshot is older than this.
 const UNKNOWN_KEY_REREAD: Duration = Duration::from_secs(1);
+/// A key's use is written to `api_keys.last_used_at` at most this often per process: the
+/// digest asks about months, and a write per request would cost every request.
+const TOUCH_EVERY: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
@@ -113,6 +118,8 @@ pub struct Authenticator {
     snapshot: Arc<RwLock<Snapshot>>,
     /// One reader at a time; the others wait for its snapshot.
     reading: Arc<tokio::sync::Mutex<()>>,
+    /// When this process last wrote each key's `last_used_at`.
+    touched: Arc<std::sync::Mutex<HashMap<Uuid, Instant>>>,
 }
 
 impl Authenticator {
@@ -123,6 +130,7 @@ impl Authenticator {
             pool: None,
             snapshot: Arc::default(),
             reading: Arc::default(),
+            touched: Arc::default(),
         }
     }
 
@@ -131,6 +139,7 @@ impl Authenticator {
             pool: Some(pool),
             snapshot: Arc::default(),
             reading: Arc::default(),
+            touched: Arc::default(),
         }
     }
 
@@ -171,6 +180,7 @@ impl Authenticator {
         if !bool::from(presented.as_bytes().ct_eq(hash.as_bytes())) {
             return Err(Refusal::Unauthenticated);
         }
+        self.touch(pool, id).await;
         if scope.allows(required) {
             Ok(Caller {
                 key_id: Some(id),
@@ -178,6 +188,35 @@ impl Authenticator {
             })
         } else {
             Err(Refusal::Forbidden)
+        }
+    }
+
+    /// Writes the key's `last_used_at` unless this process did so within [`TOUCH_EVERY`].
+    /// A failure is logged, never refused: the request itself is authorized.
+    async fn touch(&self, pool: &Pool, id: Uuid) {
+        let due = match self.touched.lock() {
+            Ok(mut touched) => {
+                let due = touched
+                    .get(&id)
+                    .is_none_or(|at| at.elapsed() >= TOUCH_EVERY);
+                if due {
+                    touched.insert(id, Instant::now());
+                }
+                due
+            }
+            Err(_) => false,
+        };
+        if !due {
+            return;
+        }
+        let written = async {
+            let db = pool.get().await?;
+            let statement = TOUCH.prepare(&db).await?;
+            db.execute(&statement, &[&id]).await?;
+            anyhow::Ok(())
+        };
+        if let Err(error) = written.await {
+            tracing::warn!(error = %crate::telemetry::describe(&error), key = %id, "cannot record the key's use");
         }
     }
 
@@ -317,6 +356,38 @@ pub async fn revoke_key(db: &impl GenericClient, id: Uuid) -> Result<bool, tokio
     let statement = REVOKE.prepare(db).await?;
     let changed = db.execute(&statement, &[&id]).await?;
     Ok(changed == 1)
+}
+
+/// An active key nobody has used for a while (the digest's `UNUSED_KEY`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnusedKey {
+    pub id: Uuid,
+    pub name: String,
+    pub scope: String,
+    pub created_at: DateTime<Utc>,
+    /// `None`: never used since its use was first recorded (migration V11).
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// Active keys neither used nor created in the last `days` days, longest unused first.
+pub async fn unused_keys(
+    db: &impl GenericClient,
+    days: i64,
+) -> Result<Vec<UnusedKey>, tokio_postgres::Error> {
+    let statement = UNUSED.prepare(db).await?;
+    db.query(&statement, &[&days])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(UnusedKey {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                scope: row.try_get("scope")?,
+                created_at: row.try_get("created_at")?,
+                last_used_at: row.try_get("last_used_at")?,
+            })
+        })
+        .collect()
 }
 
 pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {

@@ -12,6 +12,7 @@ pub mod config;
 pub mod content;
 pub mod db;
 pub mod deadline;
+pub mod digest;
 pub mod domain;
 pub mod feedback;
 pub mod intake;

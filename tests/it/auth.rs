@@ -106,6 +106,13 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
             true,
         ),
         (Method::GET, "/metrics".into(), None, true),
+        (Method::GET, "/digest".into(), None, true),
+        (
+            Method::GET,
+            format!("/notifications/{}/webhook-events", dead.id),
+            None,
+            false,
+        ),
     ];
     for (method, path, body, operator_only) in &routes {
         for key in [None, Some(wrong.as_str()), Some("not-even-a-key")] {
@@ -149,7 +156,7 @@ async fn every_route_answers_by_key_and_scope_and_health_stays_open() {
             "operator on {method} {path}: {status}"
         );
     }
-    for open in ["/health", "/api/docs", "/api/docs-json"] {
+    for open in ["/health", "/api/docs", "/api/docs-json", "/console"] {
         let (status, _, _) = call(&app, Method::GET, open, None, None).await;
         assert_eq!(status, StatusCode::OK, "{open} must stay open");
     }

@@ -17,6 +17,7 @@ const ADD: Statement = statement!("suppressions/add");
 const ADD_REPORTED: Statement = statement!("suppressions/add_reported");
 const REMOVE: Statement = statement!("suppressions/remove");
 const LIST: Statement = statement!("suppressions/list");
+const DIGEST_HOURLY: Statement = statement!("suppressions/digest_hourly");
 
 /// Why an address is listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -231,4 +232,35 @@ fn entry(row: &tokio_postgres::Row) -> Result<Entry, tokio_postgres::Error> {
         reason: row.try_get("reason")?,
         created_at: row.try_get("created_at")?,
     })
+}
+
+/// Provider-reported suppressions of one channel and reason: in the last hour, and in the
+/// baseline hours before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HourlySuppressions {
+    pub channel: Channel,
+    pub reason: String,
+    pub last_hour: i64,
+    pub baseline: i64,
+}
+
+/// Bounces, complaints and invalid recipients per channel and reason: the last hour and
+/// the `baseline_hours` before it.
+pub async fn hourly(
+    db: &impl GenericClient,
+    baseline_hours: i64,
+) -> Result<Vec<HourlySuppressions>, tokio_postgres::Error> {
+    let statement = DIGEST_HOURLY.prepare(db).await?;
+    db.query(&statement, &[&baseline_hours])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(HourlySuppressions {
+                channel: row.try_get("channel")?,
+                reason: row.try_get("reason")?,
+                last_hour: row.try_get("last_hour")?,
+                baseline: row.try_get("baseline")?,
+            })
+        })
+        .collect()
 }

@@ -1,4 +1,5 @@
-//! What delivery looks like from outside: a notification's provider calls, and every
+//! What delivery looks like from outside: a notification's provider calls and webhook
+//! events, and every
 //! channel's provider, budgets, pause and circuit.
 
 use axum::extract::{Path, State};
@@ -13,6 +14,7 @@ use crate::auth::Caller;
 use crate::channel;
 use crate::notification::{Channel, format_time};
 use crate::queue;
+use crate::webhook::outbox;
 
 /// `GET /notifications/{id}/attempts`: its provider calls, oldest first.
 pub async fn attempts(
@@ -26,6 +28,22 @@ pub async fn attempts(
         return Err(ApiError::not_found(format!("Notification {id} not found")));
     }
     let items = queue::attempts(&db, id).await?;
+    Ok(Json(json!({ "items": items })).into_response())
+}
+
+/// `GET /notifications/{id}/webhook-events`: the outcome events written for it and their
+/// dispatch to the webhook, oldest first.
+pub async fn webhook_events(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let db = state.pool.get().await?;
+    if queue::find(&db, id, caller.owner_filter()).await?.is_none() {
+        return Err(ApiError::not_found(format!("Notification {id} not found")));
+    }
+    let items = outbox::events_of(&db, id).await?;
     Ok(Json(json!({ "items": items })).into_response())
 }
 

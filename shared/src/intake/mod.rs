@@ -5,6 +5,7 @@ pub mod admit;
 mod batch;
 mod body;
 mod campaigns;
+mod console;
 mod delivery;
 mod docs;
 pub mod error;
@@ -94,6 +95,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/notifications/{id}"),
     ("DELETE", "/notifications/{id}"),
     ("GET", "/notifications/{id}/attempts"),
+    ("GET", "/notifications/{id}/webhook-events"),
     ("PUT", "/recipients/{id}"),
     ("GET", "/recipients/{id}"),
     ("DELETE", "/recipients/{id}"),
@@ -121,17 +123,20 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/campaigns"),
     ("GET", "/campaigns/{id}"),
     ("DELETE", "/campaigns/{id}"),
+    ("GET", "/digest"),
     // Open.
     ("GET", "/unsubscribe/{token}"),
     ("POST", "/unsubscribe/{token}"),
     ("GET", "/api/docs-json"),
     ("GET", "/api/docs"),
+    ("GET", "/console"),
     ("GET", "/health"),
 ];
 
 /// Routes by the scope they need: `/health`, the API documents and one-click unsubscribe
-/// are open; a client key may create, read, list and cancel notifications and manage its
-/// recipients and webhook endpoints; redrive, metrics, providers and the suppression list need an operator key.
+/// and the console page are open; a client key may create, read, list and cancel
+/// notifications and manage its recipients and webhook endpoints; redrive, metrics, the
+/// digest, providers, templates, campaigns and the suppression list need an operator key.
 /// Each route is listed in [`ROUTES`] and documented in `openapi.json`: change all three.
 pub fn router(state: AppState, routes: Routes) -> Router {
     let operator = from_fn_with_state(state.clone(), require_operator);
@@ -149,6 +154,10 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(handlers::get_one).delete(handlers::cancel),
             )
             .route("/notifications/{id}/attempts", get(delivery::attempts))
+            .route(
+                "/notifications/{id}/webhook-events",
+                get(delivery::webhook_events),
+            )
             .route(
                 "/recipients/{id}",
                 put(recipients::put)
@@ -196,6 +205,7 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 "/campaigns/{id}",
                 get(campaigns::get_one).delete(campaigns::cancel),
             )
+            .route("/digest", get(operations::digest))
             .route_layer(operator);
         router = router
             .merge(client_routes)
@@ -206,7 +216,9 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(unsubscribe::confirm_page).post(unsubscribe::one_click),
             )
             .route("/api/docs-json", get(handlers::openapi))
-            .route("/api/docs", get(handlers::docs_page));
+            .route("/api/docs", get(handlers::docs_page))
+            // The page holds no data; every call it makes carries the operator's key.
+            .route("/console", get(console::page));
     }
     router
         .route("/health", get(handlers::health))

@@ -11,12 +11,14 @@ use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
 use super::handlers::parse_id;
+use super::times::parse_iso;
 use super::validation::RECIPIENT_MAX;
+use crate::digest;
 use crate::metrics::Snapshot;
-use crate::notification::Status;
+use crate::notification::{Channel, Status};
 use crate::problems::Problems;
 use crate::queue::RedriveFilter;
-use crate::redrive::{self, MAX_BATCH, RedriveError, SingleRedrive};
+use crate::redrive::{self, ERROR_TEXT_MAX, MAX_BATCH, RedriveError, SingleRedrive};
 
 impl From<RedriveError> for ApiError {
     fn from(error: RedriveError) -> Self {
@@ -53,7 +55,8 @@ pub async fn retry_bulk(
     Ok(Json(summary).into_response())
 }
 
-/// `{status?: DEAD_LETTERED | FAILED, recipient?, limit?: 1–1000 (100)}`, nothing else.
+/// `{status?: DEAD_LETTERED | FAILED, recipient?, channel?, errorContains?, createdAfter?,
+/// createdBefore?, limit?: 1–1000 (100)}`, nothing else: the filter of `dlq-redrive`.
 pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), ApiError> {
     let mut filter = RedriveFilter {
         status: Some(Status::DeadLettered),
@@ -86,6 +89,37 @@ pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), Ap
                 Some(_) => {}
                 None => problems.add("recipient", "recipient must be a string"),
             },
+            "channel" => {
+                filter.channel = problems.one_of(
+                    "channel",
+                    value.as_str(),
+                    Channel::parse,
+                    "EMAIL, SMS, PUSH",
+                );
+            }
+            "errorContains" => match value.as_str() {
+                Some(text) if problems.text("errorContains", text, ERROR_TEXT_MAX) => {
+                    filter.error_contains = Some(text.to_string());
+                }
+                Some(_) => {}
+                None => problems.add("errorContains", "errorContains must be a string"),
+            },
+            "createdAfter" | "createdBefore" => {
+                let time = match value.as_str() {
+                    Some(text) => parse_iso(key, text)
+                        .map_err(|message| problems.add(key, message))
+                        .ok(),
+                    None => {
+                        problems.add(key, format!("{key} must be an ISO 8601 date-time string"));
+                        None
+                    }
+                };
+                if key == "createdAfter" {
+                    filter.created_after = time;
+                } else {
+                    filter.created_before = time;
+                }
+            }
             "limit" => {
                 if let Some(n) = problems.integer_in("limit", value.as_i64(), 1..=MAX_BATCH) {
                     limit = n;
@@ -100,6 +134,13 @@ pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), Ap
 /// The statuses a redrive leaves from.
 fn redrivable(text: &str) -> Option<Status> {
     Status::parse(text).filter(|s| matches!(s, Status::DeadLettered | Status::Failed))
+}
+
+/// `GET /digest`: the ranked findings (see [`crate::digest`]).
+pub async fn digest(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let db = state.pool.get().await?;
+    let digest = digest::read(&db, &state.providers.circuit).await?;
+    Ok(Json(digest).into_response())
 }
 
 /// JSON by default; Prometheus text for `Accept: text/plain` or `?format=prometheus`.

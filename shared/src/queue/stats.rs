@@ -11,6 +11,8 @@ use crate::sql::{Statement, statement};
 const BREAKDOWN: Statement = statement!("notifications/stats_breakdown");
 const QUEUE_LAG: Statement = statement!("notifications/stats_queue_lag");
 const DELIVERY_LATENCY: Statement = statement!("notifications/stats_delivery_latency");
+const DIGEST_DEAD_LETTERS: Statement = statement!("notifications/digest_dead_letters");
+const DIGEST_LAG_BY_LANE: Statement = statement!("notifications/digest_lag_by_lane");
 
 /// Rows per (status, channel, priority rank), with their summed attempts and deferrals.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,4 +108,55 @@ mod tests {
             "{expected} not in migration V7"
         );
     }
+}
+
+/// Dead-lettering over a recent window, for the digest: how many in the window and in the
+/// window before it, the most frequent errors and the channels (as `[{error|channel,
+/// count}]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetterGrowth {
+    pub count: i64,
+    pub previous: i64,
+    pub top_errors: serde_json::Value,
+    pub channels: serde_json::Value,
+}
+
+pub async fn dead_letter_growth(
+    db: &impl GenericClient,
+    window_seconds: i64,
+) -> Result<DeadLetterGrowth, tokio_postgres::Error> {
+    let statement = DIGEST_DEAD_LETTERS.prepare(db).await?;
+    let row = db.query_one(&statement, &[&window_seconds]).await?;
+    Ok(DeadLetterGrowth {
+        count: row.try_get("count")?,
+        previous: row.try_get("previous")?,
+        top_errors: row.try_get("top_errors")?,
+        channels: row.try_get("channels")?,
+    })
+}
+
+/// A lane (channel and priority) with due work, and how late its oldest due one is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneLag {
+    pub channel: Channel,
+    pub priority: Priority,
+    pub oldest_due: chrono::DateTime<chrono::Utc>,
+    pub lag_seconds: f64,
+}
+
+/// Every lane with due PENDING work, by channel and priority.
+pub async fn lag_by_lane(db: &impl GenericClient) -> Result<Vec<LaneLag>, tokio_postgres::Error> {
+    let statement = DIGEST_LAG_BY_LANE.prepare(db).await?;
+    db.query(&statement, &[])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(LaneLag {
+                channel: row.try_get("channel")?,
+                priority: row.try_get("priority")?,
+                oldest_due: row.try_get("oldest_due")?,
+                lag_seconds: row.try_get("lag_seconds")?,
+            })
+        })
+        .collect()
 }

@@ -8,7 +8,7 @@ mod request;
 pub mod schedule;
 
 pub use function::{RedriveFunction, RedriveResponse, ScheduledRun};
-pub use request::RedriveRequest;
+pub use request::{ERROR_TEXT_MAX, RedriveRequest};
 pub use schedule::Scheduler;
 
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ use crate::problems::Problems;
 use crate::queue::RedriveFilter;
 
 /// The longest error text a redrive filters on.
-const ERROR_TEXT_MAX: usize = 1000;
+pub const ERROR_TEXT_MAX: usize = 1000;
 
 /// The `dlq-redrive` function's event.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, Serialize)]

@@ -23,6 +23,8 @@ const LIST: Statement = statement!("webhook_events/list");
 const RECORD: Statement = statement!("webhook_events/record");
 const COUNTS: Statement = statement!("webhook_events/counts");
 const PURGE: Statement = statement!("webhook_events/purge");
+const DIGEST_OUTBOX: Statement = statement!("webhook_events/digest_outbox");
+const LIST_FOR_NOTIFICATION: Statement = statement!("webhook_events/list_for_notification");
 
 /// The `last_error` of an event whose lease expired on its final dispatch attempt.
 pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
@@ -402,4 +404,90 @@ pub async fn purge(
     let age = i64::try_from(age.as_secs()).unwrap_or(i64::MAX);
     let row = db.query_one(&statement, &[&age, &limit]).await?;
     Ok(u64::try_from(row.try_get::<_, i64>("deleted")?).unwrap_or(0))
+}
+
+/// The outbox for the digest: the oldest due event's due time, and the events given up in
+/// a recent window with their most frequent errors (`[{error, count}]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxHealth {
+    pub oldest_due: Option<DateTime<Utc>>,
+    pub given_up: i64,
+    pub top_errors: serde_json::Value,
+}
+
+pub async fn health(
+    db: &impl GenericClient,
+    given_up_window_seconds: i64,
+) -> Result<OutboxHealth, tokio_postgres::Error> {
+    let statement = DIGEST_OUTBOX.prepare(db).await?;
+    let row = db
+        .query_one(&statement, &[&given_up_window_seconds])
+        .await?;
+    Ok(OutboxHealth {
+        oldest_due: row.try_get("oldest_due")?,
+        given_up: row.try_get("given_up")?,
+        top_errors: row.try_get("top_errors")?,
+    })
+}
+
+/// A notification's webhook event and its dispatch, as `GET
+/// /notifications/{id}/webhook-events` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    pub event_id: Uuid,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: Option<String>,
+    pub attempt_count: Option<i32>,
+    pub redrive_generation: Option<i32>,
+    #[serde(serialize_with = "crate::notification::serialize_time")]
+    pub occurred_at: DateTime<Utc>,
+    pub dispatch_state: String,
+    pub dispatch_attempts: i32,
+    #[serde(serialize_with = "crate::notification::serialize_time")]
+    pub next_dispatch_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+    #[serde(serialize_with = "optional_time")]
+    pub delivered_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "optional_time")]
+    pub given_up_at: Option<DateTime<Utc>>,
+}
+
+fn optional_time<S: serde::Serializer>(
+    time: &Option<DateTime<Utc>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match time {
+        Some(time) => crate::notification::serialize_time(time, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The webhook events of a notification, oldest first.
+pub async fn events_of(
+    db: &impl GenericClient,
+    notification: Uuid,
+) -> Result<Vec<EventView>, tokio_postgres::Error> {
+    let statement = LIST_FOR_NOTIFICATION.prepare(db).await?;
+    db.query(&statement, &[&notification])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(EventView {
+                event_id: row.try_get("id")?,
+                kind: row.try_get("type")?,
+                status: row.try_get("status")?,
+                attempt_count: row.try_get("attempt_count")?,
+                redrive_generation: row.try_get("redrive_generation")?,
+                occurred_at: row.try_get("occurred_at")?,
+                dispatch_state: row.try_get("dispatch_state")?,
+                dispatch_attempts: row.try_get("dispatch_attempts")?,
+                next_dispatch_at: row.try_get("next_dispatch_at")?,
+                last_error: row.try_get("last_error")?,
+                delivered_at: row.try_get("delivered_at")?,
+                given_up_at: row.try_get("given_up_at")?,
+            })
+        })
+        .collect()
 }

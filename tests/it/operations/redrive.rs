@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use futures::future::join_all;
-use notify_shared::notification::Status;
+use notify_shared::notification::{Channel, Status};
 use notify_shared::provider::ProviderOutcome;
 use notify_tests::app::{assert_envelope, detail_fields};
 use notify_tests::doubles::Scripted;
@@ -194,6 +194,59 @@ async fn bulk_retry_with_a_recipient_takes_only_that_recipients_notifications() 
 }
 
 #[tokio::test]
+async fn bulk_retry_filters_by_channel_error_text_and_creation_time() {
+    let app = TestApp::spawn().await;
+    let db = &app.db;
+    let pool = &db.pool;
+    let dead = |spec: factory::Spec, error: &'static str| async move {
+        let n = factory::create(pool, spec.max_attempts(3)).await;
+        factory::dead_letter(pool, n.id, error).await;
+        n.id
+    };
+    let sms_timeout = dead(
+        factory::Spec::default().channel(Channel::Sms),
+        "Provider TIMEOUT after 10 s",
+    )
+    .await;
+    let sms_other = dead(
+        factory::Spec::default().channel(Channel::Sms),
+        "invalid number",
+    )
+    .await;
+    let email_timeout = dead(factory::Spec::default(), "timeout").await;
+    let old_sms_timeout = dead(factory::Spec::default().channel(Channel::Sms), "timeout").await;
+    db.execute(
+        "UPDATE notifications SET created_at = '2020-01-01T00:00:00Z' WHERE id = $1",
+        &[&old_sms_timeout],
+    )
+    .await;
+
+    // SMS, "timeout" in any case, created since 2021: one of the four.
+    let body = json!({"channel": "SMS", "errorContains": "timeout",
+                      "createdAfter": "2021-01-01T00:00:00Z", "createdBefore": "2100-01-01T00:00:00Z"});
+    let (status, reply) = app.retry_bulk(&body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply, json!({"retried": 1, "remaining": 0}));
+    assert_redriven_once(pool, sms_timeout, "Provider TIMEOUT after 10 s").await;
+    for id in [sms_other, email_timeout, old_sms_timeout] {
+        assert_eq!(
+            factory::status_of(pool, id).await,
+            (Status::DeadLettered, 0),
+            "{id}"
+        );
+    }
+    // Created before 2021: the old one only.
+    let (_, reply) = app
+        .retry_bulk(&json!({"createdBefore": "2021-01-01T00:00:00Z"}))
+        .await;
+    assert_eq!(reply, json!({"retried": 1, "remaining": 0}));
+    assert_eq!(
+        factory::status_of(pool, old_sms_timeout).await.0,
+        Status::Pending
+    );
+}
+
+#[tokio::test]
 async fn bulk_retry_with_an_empty_body_and_no_content_type_works_as_an_empty_object() {
     let app = TestApp::spawn().await;
     let db = &app.db;
@@ -255,6 +308,16 @@ async fn bulk_retry_rejects_bad_bodies_with_400_naming_the_field_and_redrives_no
         (json!({"limit": 2.5}), "limit"),
         (json!({"recipient": ""}), "recipient"),
         (json!({"colour": "red"}), "colour"),
+        (json!({"channel": "FAX"}), "channel"),
+        (json!({"channel": 1}), "channel"),
+        (json!({"errorContains": ""}), "errorContains"),
+        (json!({"errorContains": 5}), "errorContains"),
+        (json!({"createdAfter": "yesterday"}), "createdAfter"),
+        (
+            json!({"createdBefore": "2026-01-01T00:00:00"}),
+            "createdBefore",
+        ),
+        (json!({"createdBefore": 17}), "createdBefore"),
     ] {
         let (status, error) = app.retry_bulk(&body).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body} → {error}");

@@ -110,7 +110,10 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          `APP_ROLE=api` process then answers 3 untimed and 30 timed sequential `GET /metrics` \
          (JSON), then the same with `?format=prometheus`, on one keep-alive HTTP client; \
          latencies are client-side, p50 and p95 by nearest rank, and the headline is the \
-         slower format's p95. Every JSON answer must count every stored notification.\n",
+         slower format's p95. Every JSON answer must count every stored notification. M2: the \
+         same process then answers 3 untimed and 30 timed `GET /digest` on that database \
+         (the seed's dead-lettering and given-up webhook events give every aggregate rows to \
+         read); the headline is their p95.\n",
         int(options.bulk() as f64),
         crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
         crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,

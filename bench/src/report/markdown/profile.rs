@@ -4,7 +4,39 @@ use std::fmt::Write as _;
 
 pub fn write(w: &mut String) {
     let _ = writeln!(w, "{PROFILE_NOTES}");
+    let _ = writeln!(w, "{DIGEST_NOTES}");
 }
+
+/// `GET /digest` over 1,000,000 notifications, measured by hand before M2 joined a full
+/// run (kept with the generated figures, not regenerated).
+const DIGEST_NOTES: &str = "\
+## GET /digest over 1,000,000 notifications (measured by hand, 2026-12-01)
+
+Target: ≤ 200 ms. Row M2 of the results times it on M1's database in every full run from
+now on; these figures were taken by hand before one had run, with the machine shared
+(load average ≈ 11 on 2 cores). The database: a fresh one (`notify-local migrate`), filled with M1's
+three seed statements at 1,000,000 (`bench/src/scenarios/seed.rs`, `$1` = 1000000, then
+`ANALYZE`): 1,000,000 notifications, 950,000 webhook events. One `APP_ROLE=api`
+`notify-local` (anonymous), 3 untimed then 30 timed sequential `GET /digest` from Python's
+`urllib` on 127.0.0.1:
+
+| database | build | p50 | p95 | max |
+|---|---|---|---|---|
+| as seeded (no dead-lettering in the last hour; 9 lanes late, given-up events) | debug | 11.8 ms | 24.4 ms | 24.4 ms |
+| 20,000 dead-lettered in the last hour, 9,406 webhook events given up in the last day | debug | 77.5 ms | 96.1 ms | 97.1 ms |
+| the same | release | 84.9 ms | 127.1 ms | 191.3 ms |
+| the 20,000 moved two hours back | release | 33.4 ms | 55.7 ms | 64.2 ms |
+
+`cargo run --release --bin notify-bench -- --only M1 --runs 1` (M2 on M1's database as
+seeded, reqwest keep-alive client, same afternoon): p50 1.42 ms, p95 7.92 ms, max 8.22 ms
+(that run's M1, for scale: `GET /metrics` p95 68.5 ms JSON, 73.1 ms Prometheus).
+
+The time grows with the dead-lettering of the last hour (the five top errors are a
+group-by over those rows), not with the table: every other finding reads a partial index
+top-down (`notifications_claim_order` once per channel, class and priority,
+`webhook_events_due`, `webhook_events_given_up_recent`), the suppressions of the last
+week, the maintained counts and the keys.
+";
 
 /// A one-off profile of the B2 drain, kept with the generated figures (not regenerated).
 const PROFILE_NOTES: &str = "\

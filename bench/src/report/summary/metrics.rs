@@ -45,3 +45,25 @@ pub(super) fn row(runs: &[RunResult], options: &Options) -> Row {
         ("—", "—"),
     )
 }
+
+/// M2: `GET /digest` on M1's database; its p95 is the headline.
+pub(super) fn digest_row(runs: &[RunResult], options: &Options) -> Row {
+    let p50 = spread(runs, |r| r.metrics.as_ref().map(|m| m.digest.p50_ms));
+    let p95 = spread(runs, |r| r.metrics.as_ref().map(|m| m.digest.p95_ms));
+    let text = match (p50, p95) {
+        (Some(p50), Some(p95)) => format!("p50 {}, p95 {}", p50.show(ms), p95.show(ms)),
+        _ => NOT_RUN.into(),
+    };
+    make_row(
+        "M2",
+        format!(
+            "GET /digest at {} notifications",
+            int(options.metrics_rows() as f64)
+        ),
+        p95,
+        text,
+        "GET /digest ≤ 200 ms (p95)",
+        p95.map(|s| s.median <= 200.0),
+        ("—", "—"),
+    )
+}

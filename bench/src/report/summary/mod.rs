@@ -300,5 +300,6 @@ pub fn summarize(
     rows.push(campaign::row(runs, options));
     rows.push(real::row(runs, options));
     rows.push(metrics::row(runs, options));
+    rows.push(metrics::digest_row(runs, options));
     rows
 }

@@ -1,0 +1,419 @@
+//! `GET /digest`: what needs attention now, ranked, each finding with its evidence and the
+//! action that fixes it. Every figure is one indexed aggregate read by the module that
+//! owns its table (queue, channel, webhook outbox, suppressions, keys); this module only
+//! decides what is a finding, how severe, and in which order.
+//!
+//! Not computed here (their sources do not exist yet): `CAMPAIGN_STALLED` (campaigns) and
+//! per-endpoint webhook findings (webhook endpoints); the outbox findings are about the
+//! one configured endpoint.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::audience::suppressions;
+use crate::auth;
+use crate::channel::{self, Circuit};
+use crate::config::CircuitConfig;
+use crate::notification::{Status, format_time};
+use crate::queue::stats;
+use crate::webhook::outbox;
+
+/// Dead-lettering is looked at over the last hour (and the hour before, for the trend).
+pub const DEAD_LETTER_WINDOW_SECONDS: i64 = 3600;
+/// This many dead-lettered in the window is critical.
+pub const DEAD_LETTER_CRITICAL: i64 = 100;
+/// A lane whose oldest due notification is this late is a warning, and critical at the
+/// second figure.
+pub const QUEUE_LAG_WARNING_SECONDS: f64 = 60.0;
+pub const QUEUE_LAG_CRITICAL_SECONDS: f64 = 600.0;
+/// The outbox's oldest due event this late is a backlog (warning; critical at the second).
+pub const WEBHOOK_LAG_WARNING_SECONDS: f64 = 300.0;
+pub const WEBHOOK_LAG_CRITICAL_SECONDS: f64 = 3600.0;
+/// Webhook events given up in the last day.
+pub const WEBHOOK_GIVEN_UP_WINDOW_SECONDS: i64 = 86_400;
+/// A suppression spike: at least this many of one channel and reason in the last hour …
+pub const SUPPRESSION_SPIKE_MIN: i64 = 10;
+/// … and at least this many times the hourly average of the baseline (critical at the
+/// second figure; an average under one an hour counts as one).
+pub const SUPPRESSION_SPIKE_FACTOR: f64 = 3.0;
+pub const SUPPRESSION_SPIKE_CRITICAL_FACTOR: f64 = 10.0;
+pub const SUPPRESSION_BASELINE_HOURS: i64 = 168;
+/// Keys neither used nor created for this many days.
+pub const UNUSED_KEY_DAYS: i64 = 90;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+/// One thing that needs attention.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    pub severity: Severity,
+    pub code: &'static str,
+    pub title: String,
+    pub evidence: Value,
+    pub action: String,
+    /// The API call that carries out the action, when one does (`{method, path, body}`):
+    /// the console shows it as a button.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<Value>,
+    /// Orders findings of one severity: the larger, the higher.
+    #[serde(skip)]
+    pub weight: f64,
+}
+
+/// The body of `GET /digest`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Digest {
+    #[serde(serialize_with = "crate::notification::serialize_time")]
+    pub generated_at: DateTime<Utc>,
+    pub findings: Vec<Finding>,
+}
+
+/// Reads every source (the statements are sent together on one connection) and ranks the
+/// findings: critical, then warning, then info; within a severity the heaviest first.
+pub async fn read(
+    db: &impl GenericClient,
+    circuit: &CircuitConfig,
+) -> Result<Digest, tokio_postgres::Error> {
+    let (dead, lanes, breakdown, channels, outbox_health, outbox_counts, spikes, keys) = tokio::join!(
+        stats::dead_letter_growth(db, DEAD_LETTER_WINDOW_SECONDS),
+        stats::lag_by_lane(db),
+        stats::breakdown(db),
+        channel::read(db, circuit),
+        outbox::health(db, WEBHOOK_GIVEN_UP_WINDOW_SECONDS),
+        outbox::counts(db),
+        suppressions::hourly(db, SUPPRESSION_BASELINE_HOURS),
+        auth::unused_keys(db, UNUSED_KEY_DAYS),
+    );
+    let now = Utc::now();
+    let breakdown = breakdown?;
+    let dead_lettered_total = breakdown
+        .iter()
+        .filter(|b| b.status == Status::DeadLettered)
+        .map(|b| b.count)
+        .sum();
+    let mut findings = Vec::new();
+    findings.extend(dead_letter_finding(&dead?, dead_lettered_total));
+    findings.extend(channels?.iter().flat_map(channel_findings));
+    findings.extend(lanes?.iter().filter_map(|lane| {
+        let pending = breakdown
+            .iter()
+            .filter(|b| {
+                b.status == Status::Pending
+                    && b.channel == lane.channel
+                    && b.priority == lane.priority
+            })
+            .map(|b| b.count)
+            .sum();
+        lag_finding(lane, pending)
+    }));
+    findings.extend(outbox_findings(&outbox_health?, &outbox_counts?, now));
+    findings.extend(spikes?.iter().filter_map(spike_finding));
+    findings.extend(keys?.iter().map(unused_key_finding));
+    Ok(Digest {
+        generated_at: now,
+        findings: rank(findings),
+    })
+}
+
+/// Critical first, then warning, then info; the heaviest first within a severity; then by
+/// code and title so equal findings keep one order.
+pub fn rank(mut findings: Vec<Finding>) -> Vec<Finding> {
+    findings.sort_by(|a, b| {
+        a.severity
+            .cmp(&b.severity)
+            .then(b.weight.total_cmp(&a.weight))
+            .then(a.code.cmp(b.code))
+            .then(a.title.cmp(&b.title))
+    });
+    findings
+}
+
+fn round(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+fn dead_letter_finding(
+    growth: &stats::DeadLetterGrowth,
+    dead_lettered_total: i64,
+) -> Option<Finding> {
+    if growth.count == 0 {
+        return None;
+    }
+    let severity = if growth.count >= DEAD_LETTER_CRITICAL {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let top_error = growth.top_errors[0]["error"].as_str().unwrap_or_default();
+    let mut body = json!({"status": "DEAD_LETTERED", "limit": 1000});
+    if !top_error.is_empty() {
+        body["errorContains"] = json!(top_error);
+    }
+    Some(Finding {
+        severity,
+        code: "DLQ_GROWTH",
+        title: format!(
+            "{} notification{} dead-lettered in the last hour",
+            growth.count,
+            if growth.count == 1 { "" } else { "s" }
+        ),
+        evidence: json!({
+            "lastHour": growth.count,
+            "previousHour": growth.previous,
+            "deadLetteredTotal": dead_lettered_total,
+            "topErrors": growth.top_errors,
+            "channels": growth.channels,
+        }),
+        action: format!(
+            "Fix the cause of the top error, then redrive: POST /notifications/retry {body}"
+        ),
+        request: Some(json!({"method": "POST", "path": "/notifications/retry", "body": body})),
+        weight: growth.count as f64,
+    })
+}
+
+fn channel_findings(state: &channel::ChannelState) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let channel = state.channel.as_str();
+    if state.circuit != Circuit::Closed {
+        let open = state.circuit == Circuit::Open;
+        findings.push(Finding {
+            severity: if open {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
+            code: "CIRCUIT_OPEN",
+            title: format!(
+                "{channel} circuit is {}",
+                if open { "open" } else { "half-open (probing)" }
+            ),
+            evidence: json!({
+                "channel": channel,
+                "circuit": state.circuit,
+                "since": format_time(&state.circuit_since),
+                "failureRatio": round(state.failure_ratio()),
+                "calls": state.calls,
+            }),
+            action: format!(
+                "Check the {channel} provider's status and error logs (GET /providers); the \
+                 circuit closes by itself when a probe succeeds"
+            ),
+            request: None,
+            weight: 1.0,
+        });
+    }
+    if let (Some(until), Some(reason)) = (&state.paused_until, &state.pause_reason) {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: "CHANNEL_PAUSED",
+            title: format!("{channel} is paused until {}", format_time(until)),
+            evidence: json!({
+                "channel": channel,
+                "pausedUntil": format_time(until),
+                "reason": reason,
+            }),
+            action: format!(
+                "A throttle pauses briefly and needs nothing; a misconfiguration needs the \
+                 {channel} provider's settings fixed (see the reason and GET /providers)"
+            ),
+            request: None,
+            weight: 1.0,
+        });
+    }
+    findings
+}
+
+fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding> {
+    if lane.lag_seconds < QUEUE_LAG_WARNING_SECONDS {
+        return None;
+    }
+    let severity = if lane.lag_seconds >= QUEUE_LAG_CRITICAL_SECONDS {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let (channel, priority) = (lane.channel.as_str(), lane.priority.as_str());
+    Some(Finding {
+        severity,
+        code: "QUEUE_LAG",
+        title: format!(
+            "{channel} {priority} is {:.0} s behind",
+            lane.lag_seconds.floor()
+        ),
+        evidence: json!({
+            "channel": channel,
+            "priority": priority,
+            "oldestDue": format_time(&lane.oldest_due),
+            "lagSeconds": round(lane.lag_seconds),
+            "pending": pending,
+        }),
+        action: format!(
+            "Scale the sweepers (more invocations or WORKER_CONCURRENCY), or check the \
+             {channel} pacing ({channel}_RATE_PER_SECOND, pauses and circuit in GET /providers)"
+        ),
+        request: None,
+        weight: lane.lag_seconds,
+    })
+}
+
+fn outbox_findings(
+    health: &outbox::OutboxHealth,
+    counts: &outbox::OutboxCounts,
+    now: DateTime<Utc>,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if let Some(oldest) = &health.oldest_due {
+        let lag = (now - *oldest).num_milliseconds().max(0) as f64 / 1000.0;
+        if lag >= WEBHOOK_LAG_WARNING_SECONDS {
+            findings.push(Finding {
+                severity: if lag >= WEBHOOK_LAG_CRITICAL_SECONDS {
+                    Severity::Critical
+                } else {
+                    Severity::Warning
+                },
+                code: "WEBHOOK_BACKLOG",
+                title: format!("Webhook events are {:.0} s behind", lag.floor()),
+                evidence: json!({
+                    "pending": counts.pending,
+                    "oldestDue": format_time(oldest),
+                    "lagSeconds": round(lag),
+                }),
+                action: "Check that the webhook-drainer runs and that WEBHOOK_URL answers \
+                         2xx quickly"
+                    .to_string(),
+                request: None,
+                weight: lag,
+            });
+        }
+    }
+    if health.given_up > 0 {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            code: "WEBHOOK_GIVEN_UP",
+            title: format!(
+                "{} webhook event{} given up in the last 24 h",
+                health.given_up,
+                if health.given_up == 1 { "" } else { "s" }
+            ),
+            evidence: json!({
+                "lastDay": health.given_up,
+                "givenUpTotal": counts.given_up,
+                "topErrors": health.top_errors,
+            }),
+            action: "Fix the receiver at WEBHOOK_URL (see the errors); given-up events are \
+                     not sent again by themselves"
+                .to_string(),
+            request: None,
+            weight: health.given_up as f64,
+        });
+    }
+    findings
+}
+
+fn spike_finding(hourly: &suppressions::HourlySuppressions) -> Option<Finding> {
+    let baseline_per_hour = hourly.baseline as f64 / SUPPRESSION_BASELINE_HOURS as f64;
+    let factor = hourly.last_hour as f64 / baseline_per_hour.max(1.0);
+    if hourly.last_hour < SUPPRESSION_SPIKE_MIN || factor < SUPPRESSION_SPIKE_FACTOR {
+        return None;
+    }
+    let channel = hourly.channel.as_str();
+    Some(Finding {
+        severity: if factor >= SUPPRESSION_SPIKE_CRITICAL_FACTOR {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        code: "SUPPRESSION_SPIKE",
+        title: format!(
+            "{} {channel} {} suppressions in the last hour",
+            hourly.last_hour,
+            hourly.reason.to_lowercase().replace('_', " ")
+        ),
+        evidence: json!({
+            "channel": channel,
+            "reason": hourly.reason,
+            "lastHour": hourly.last_hour,
+            "baselinePerHour": round(baseline_per_hour),
+            "baselineHours": SUPPRESSION_BASELINE_HOURS,
+        }),
+        action: format!(
+            "Protect the sender's reputation: pause the {channel} campaign traffic that \
+             causes it, check the list's source, and the provider's reputation dashboard"
+        ),
+        request: None,
+        weight: factor,
+    })
+}
+
+fn unused_key_finding(key: &auth::UnusedKey) -> Finding {
+    let since = key.last_used_at.unwrap_or(key.created_at);
+    let days = (Utc::now() - since).num_days();
+    Finding {
+        severity: Severity::Info,
+        code: "UNUSED_KEY",
+        title: format!("{} key {:?} unused for {days} days", key.scope, key.name),
+        evidence: json!({
+            "keyId": key.id,
+            "name": key.name,
+            "scope": key.scope,
+            "createdAt": format_time(&key.created_at),
+            "lastUsedAt": key.last_used_at.as_ref().map(format_time),
+        }),
+        action: format!(
+            "Revoke it if nobody needs it: notify-local keys revoke {}",
+            key.id
+        ),
+        request: None,
+        weight: days as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(severity: Severity, code: &'static str, weight: f64) -> Finding {
+        Finding {
+            severity,
+            code,
+            title: code.to_string(),
+            evidence: json!({}),
+            action: String::new(),
+            request: None,
+            weight,
+        }
+    }
+
+    #[test]
+    fn ranking_is_by_severity_then_weight() {
+        let ranked = rank(vec![
+            finding(Severity::Info, "UNUSED_KEY", 500.0),
+            finding(Severity::Warning, "QUEUE_LAG", 90.0),
+            finding(Severity::Critical, "DLQ_GROWTH", 100.0),
+            finding(Severity::Warning, "DLQ_GROWTH", 5.0),
+            finding(Severity::Critical, "CIRCUIT_OPEN", 1.0),
+        ]);
+        let order: Vec<_> = ranked.iter().map(|f| (f.severity, f.code)).collect();
+        assert_eq!(
+            order,
+            vec![
+                (Severity::Critical, "DLQ_GROWTH"),
+                (Severity::Critical, "CIRCUIT_OPEN"),
+                (Severity::Warning, "QUEUE_LAG"),
+                (Severity::Warning, "DLQ_GROWTH"),
+                (Severity::Info, "UNUSED_KEY"),
+            ]
+        );
+    }
+}
