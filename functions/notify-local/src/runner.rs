@@ -58,7 +58,11 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
             None => tracing::info!("WEBHOOK_URL is not set; webhook events stay in the outbox"),
         }
         let sweeper = Arc::new(sweeper::Sweeper::start(&pool, &config).await);
-        let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
+        let wake = wake::listen(
+            db::Database::from_url(&database_url)?,
+            queue::WAKE_CHANNEL,
+            stop.clone(),
+        );
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
     }
 

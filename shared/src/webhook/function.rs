@@ -7,9 +7,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{DrainOutcome, WebhookDrainer, run};
-use crate::config::Config;
+use crate::cold_start::ColdStart;
 use crate::stop::StopSignal;
-use crate::{db, deadline, metrics};
+use crate::{deadline, metrics};
 
 /// What one `webhook-drainer` invocation reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -27,9 +27,10 @@ pub struct DrainerFunction {
 }
 
 impl DrainerFunction {
-    /// Builds the pool (connections open lazily) and the drainer. Needs `DATABASE_URL`.
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let pool = db::pool_from_config(config)?;
+    /// Builds the pool (connections open lazily) and the drainer.
+    pub fn new(start: &ColdStart) -> anyhow::Result<Self> {
+        let config = &start.config;
+        let pool = start.pool()?;
         let drainer = WebhookDrainer::from_config(&pool, config)?.map(Arc::new);
         Ok(DrainerFunction {
             drainer,
