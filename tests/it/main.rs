@@ -13,6 +13,7 @@ mod chaos;
 mod concurrency;
 mod database;
 mod delivery;
+mod deploy;
 mod logs;
 mod operations;
 mod processes;
