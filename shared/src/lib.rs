@@ -12,6 +12,7 @@ pub mod cold_start;
 pub mod config;
 pub mod db;
 pub mod deadline;
+pub mod deploy_setup;
 pub mod domain;
 pub mod feedback;
 pub mod intake;

@@ -57,6 +57,19 @@ impl Secrets {
             .with_context(|| format!("the secret {arn} holds no text (SecretString)"))
     }
 
+    /// Stores `value` as the secret's new current value.
+    pub async fn put(&self, arn: &str, value: &str) -> anyhow::Result<()> {
+        self.client
+            .put_secret_value()
+            .secret_id(arn)
+            .secret_string(value)
+            .send()
+            .await
+            .map_err(|error| anyhow::anyhow!("{}", DisplayErrorContext(error)))
+            .with_context(|| format!("cannot store a value in the secret {arn}"))?;
+        Ok(())
+    }
+
     /// A database login: the JSON RDS and RDS Proxy use (`username`, `password`, and for
     /// secrets RDS attaches to an instance also `host`, `port` and `dbname`).
     pub async fn fetch_login(&self, arn: &str) -> anyhow::Result<DatabaseLogin> {

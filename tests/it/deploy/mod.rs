@@ -3,6 +3,7 @@
 //! and creates the first operator key, and the metrics the alarms watch.
 
 mod secrets;
+mod setup;
 
 use std::time::Duration;
 
