@@ -44,10 +44,15 @@ impl SweeperFunction {
     /// Sweeps until the deadline nears (leaving room for a provider call started just
     /// before to finish and be recorded), then writes its metrics line and reports.
     pub async fn invoke(&self, deadline: Instant) -> SweepOutcome {
+        self.invoke_reporting(deadline).await.0
+    }
+
+    /// As [`SweeperFunction::invoke`], also handing back the metrics line it wrote.
+    pub async fn invoke_reporting(&self, deadline: Instant) -> (SweepOutcome, String) {
         let stop =
             StopSignal::never().with_deadline(deadline::reserve(deadline, self.provider_timeout));
         let outcome = run(self.sweeper.clone(), self.wake.clone(), stop).await;
-        metrics::emf::emit_sweeper(&outcome, &self.pool, &self.circuit).await;
-        outcome
+        let line = metrics::emf::emit_sweeper(&outcome, &self.pool, &self.circuit).await;
+        (outcome, line)
     }
 }

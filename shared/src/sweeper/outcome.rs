@@ -29,6 +29,9 @@ pub struct SweepOutcome {
     pub suppressed: u64,
     /// Past their `expiresAt`: marked EXPIRED by the expiry step or stopped at send.
     pub expired: u64,
+    /// Steps that failed (database unreachable, login refused, missing schema, TLS): the
+    /// alarm on `FailedSteps` sees what the invocation's success would hide.
+    pub failed_steps: u64,
     /// Some channel had a full batch due: more work is likely waiting.
     #[serde(skip)]
     pub full: bool,
@@ -48,6 +51,7 @@ impl AddAssign for SweepOutcome {
         self.refunded += other.refunded;
         self.suppressed += other.suppressed;
         self.expired += other.expired;
+        self.failed_steps += other.failed_steps;
         self.full |= other.full;
     }
 }

@@ -40,6 +40,8 @@ pub struct DrainOutcome {
     pub given_up: u64,
     /// Claimed but handed back unsent because the drainer was stopping.
     pub released: u64,
+    /// Steps that failed (database unreachable, login refused, missing schema).
+    pub failed_steps: u64,
 }
 
 impl AddAssign for DrainOutcome {
@@ -49,6 +51,7 @@ impl AddAssign for DrainOutcome {
         self.retried += other.retried;
         self.given_up += other.given_up;
         self.released += other.released;
+        self.failed_steps += other.failed_steps;
     }
 }
 
@@ -249,6 +252,7 @@ pub async fn run(drainer: Arc<WebhookDrainer>, stop: StopSignal) -> DrainOutcome
             }
             Err(error) => {
                 failures = failures.saturating_add(1);
+                total.failed_steps += 1;
                 tracing::error!(error = %crate::telemetry::describe(&error), "webhook drain step failed");
                 true
             }

@@ -22,6 +22,7 @@ pub struct DrainReport {
 }
 
 pub struct DrainerFunction {
+    pool: deadpool_postgres::Pool,
     drainer: Option<Arc<WebhookDrainer>>,
     timeout: std::time::Duration,
 }
@@ -33,6 +34,7 @@ impl DrainerFunction {
         let pool = start.pool()?;
         let drainer = WebhookDrainer::from_config(&pool, config)?.map(Arc::new);
         Ok(DrainerFunction {
+            pool,
             drainer,
             timeout: config.webhook.timeout,
         })
@@ -50,7 +52,7 @@ impl DrainerFunction {
         };
         let stop = StopSignal::never().with_deadline(deadline::reserve(deadline, self.timeout));
         let outcome = run(drainer.clone(), stop).await;
-        metrics::emf::emit_drainer(&outcome);
+        metrics::emf::emit_drainer(&outcome, &self.pool).await;
         DrainReport {
             dispatched: true,
             outcome,
