@@ -4,11 +4,14 @@
 //! container and read again when the database refuses it).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
 
 use crate::config::Config;
-use crate::db::Database;
+use crate::db::{Database, DbPool};
 use crate::secrets::Secrets;
 
 /// Secrets that may be given by ARN: the ARN variable, and the variable its value fills.
@@ -19,6 +22,9 @@ const SECRET_VARIABLES: [(&str, &str); 2] = [
     ("UNSUBSCRIBE_SECRET_ARN", "UNSUBSCRIBE_SECRET"),
     ("WEBHOOK_SECRET_ARN", "WEBHOOK_SECRET"),
 ];
+
+/// The work [`ColdStart::shutdown_hook`] hands lambda_runtime.
+pub type ShutdownFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What a function refuses to start without.
 #[derive(Debug, Clone, Copy, Default)]
@@ -32,6 +38,8 @@ pub struct Needs {
 pub struct ColdStart {
     pub config: Config,
     pub database: Database,
+    /// Every pool handed out, closed by [`ColdStart::shutdown_hook`].
+    pools: Arc<Mutex<Vec<DbPool>>>,
 }
 
 impl ColdStart {
@@ -90,15 +98,45 @@ impl ColdStart {
                  DATABASE_URL"
             ),
         };
-        Ok(ColdStart { config, database })
+        Ok(ColdStart {
+            config,
+            database,
+            pools: Arc::default(),
+        })
     }
 
     /// The pool of this container: its size and timeouts from configuration.
-    pub fn pool(&self) -> anyhow::Result<crate::db::DbPool> {
-        self.database.pool(
+    pub fn pool(&self) -> anyhow::Result<DbPool> {
+        let pool = self.database.pool(
             self.config.database_pool_max,
             &self.config.database_timeouts,
-        )
+        )?;
+        if let Ok(mut pools) = self.pools.lock() {
+            pools.push(pool.clone());
+        }
+        Ok(pool)
+    }
+
+    /// What to run when Lambda shuts the container down (SIGTERM, lambda_runtime's
+    /// graceful shutdown): close the pools, so the server or RDS Proxy frees their
+    /// connections now instead of after its idle timeout.
+    pub fn shutdown_hook(&self) -> impl FnOnce() -> ShutdownFuture + Send + 'static {
+        let pools = self.pools.clone();
+        move || {
+            Box::pin(async move {
+                let pools = match pools.lock() {
+                    Ok(mut pools) => std::mem::take(&mut *pools),
+                    Err(_) => Vec::new(),
+                };
+                for pool in &pools {
+                    pool.close();
+                }
+                tracing::info!(
+                    pools = pools.len(),
+                    "shutting down: database connections closed"
+                );
+            })
+        }
     }
 }
 

@@ -16,6 +16,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let start = ColdStart::load(Needs::default()).await?;
     let function = SetupFunction::new(&start).await?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let response = function.invoke(event.payload).await?;
         tracing::info!(status = response.status, reason = %response.reason, "deploy setup answered");

@@ -14,6 +14,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let start = ColdStart::load(Needs::default()).await?;
     let function = RedriveFunction::new(&start).await?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = deadline::invocation_deadline(event.context.deadline);
         let response = function

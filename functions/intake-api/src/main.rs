@@ -17,6 +17,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let pool = start.pool()?;
     // Refuses to start without keys unless anonymous access is explicitly allowed.
     let auth = notify_shared::auth::authenticator_for(&pool, start.config.allow_anonymous).await?;
-    let state = AppState::new(pool, &start.config, auth);
+    let state = AppState::new(pool, &start.config, auth).for_lambda();
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_http::run(intake::router(state, Routes::Full)).await
 }

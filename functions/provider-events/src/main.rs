@@ -17,6 +17,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     .await?;
     let function = ProviderEventsFunction::new(&start)?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         match function.invoke(event.payload).await {
             Ok(outcome) => {

@@ -16,6 +16,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     .await?;
     let function = SweeperFunction::new(&start).await?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = deadline::invocation_deadline(event.context.deadline);
         let outcome = function.invoke(deadline).await;

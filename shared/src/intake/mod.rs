@@ -46,6 +46,8 @@ pub struct AppState {
     pub providers: ProvidersConfig,
     /// The key of unsubscribe links and suppression hashes, and where links point.
     pub audience: AudienceConfig,
+    /// Largest batch body: [`batch::BATCH_BODY_LIMIT`], lower behind Lambda.
+    pub batch_body_limit: usize,
 }
 
 impl AppState {
@@ -57,7 +59,14 @@ impl AppState {
             auth,
             providers: config.providers.clone(),
             audience: config.audience.clone(),
+            batch_body_limit: batch::BATCH_BODY_LIMIT,
         }
+    }
+
+    /// Served by AWS Lambda: the batch body limit drops below Lambda's payload cap.
+    pub fn for_lambda(mut self) -> Self {
+        self.batch_body_limit = batch::LAMBDA_BATCH_BODY_LIMIT;
+        self
     }
 }
 

@@ -2,6 +2,7 @@
 //! read at cold start and read again after a rotation, the custom resource that migrates
 //! and creates the first operator key, and the metrics the alarms watch.
 
+mod batch_limit;
 mod metrics;
 mod secrets;
 mod setup;
