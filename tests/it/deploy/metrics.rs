@@ -89,3 +89,34 @@ async fn a_database_made_unreachable_under_a_running_sweeper_raises_failed_steps
         "{declared}"
     );
 }
+
+#[tokio::test]
+async fn the_drainer_reports_its_backlog_and_leaves_it_out_when_the_database_is_gone() {
+    use notify_shared::metrics::emf;
+    use notify_shared::webhook::DrainOutcome;
+    use notify_tests::{TestDb, factory};
+
+    let db = TestDb::new().await;
+    let waiting = [
+        factory::create(&db.pool, factory::Spec::default()).await,
+        factory::create(&db.pool, factory::Spec::default()).await,
+    ];
+    factory::insert_events(&db.pool, &waiting).await;
+    let given_up = DrainOutcome {
+        given_up: 1,
+        ..DrainOutcome::default()
+    };
+    let line = emf::emit_drainer(&given_up, &db.pool).await;
+    let document = emf(&line);
+    assert_eq!(document["Backlog"], 2.0, "{line}");
+    assert_eq!(document["GivenUp"], 1, "{line}");
+    assert_eq!(document["FailedSteps"], 0, "{line}");
+
+    // A pool on a port nothing listens on: no backlog figure, one failed step.
+    let nowhere =
+        db::create_pool("postgres://postgres@127.0.0.1:9/none?connect_timeout=1", 1).expect("pool");
+    let line = emf::emit_drainer(&DrainOutcome::default(), &nowhere).await;
+    let document = emf(&line);
+    assert!(document.get("Backlog").is_none(), "{line}");
+    assert_eq!(document["FailedSteps"], 1, "{line}");
+}
