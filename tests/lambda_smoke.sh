@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Lambda smoke test: the five functions under the Lambda emulator (`cargo lambda watch`)
+# Lambda smoke test: the six functions under the Lambda emulator (`cargo lambda watch`)
 # against a fresh database on the local PostgreSQL server.
 #
 #   tests/lambda_smoke.sh
 #
-# Creates a database next to DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/postgres),
-# migrates it with `notify-local migrate`, starts the emulator and a webhook receiver, then:
+# Creates an empty database next to DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/postgres),
+# starts the emulator and a receiver (webhooks, and CloudFormation's response URL), migrates
+# the database by invoking deploy-setup with the custom resource's Create event (then
+# Update: nothing left), then:
 # schedules a due notification through the API, reads it back, invokes sweeper,
 # webhook-drainer and dlq-redrive once each with the fixtures in tests/events/, and checks
 # their JSON summaries and the notification's final state; then gives provider-events the
@@ -104,25 +106,23 @@ EMULATOR="http://127.0.0.1:$PORT"
 API="$EMULATOR/lambda-url/intake-api"
 
 # ---- build first, so the emulator starts each function at once (it runs `cargo run --bin <name>`)
-say "building notify-local and the five functions (debug)"
+say "building notify-local and the six functions (debug)"
 cargo build -q --bin notify-local
-for function in intake-api sweeper webhook-drainer dlq-redrive provider-events; do
+for function in intake-api sweeper webhook-drainer dlq-redrive provider-events deploy-setup; do
     cargo build -q --bin "$function"
 done
 
-# ---- a fresh, migrated database
+# ---- a fresh, empty database (deploy-setup migrates it below)
 psql -q -X -v ON_ERROR_STOP=1 "$BASE_URL" -c "CREATE DATABASE \"$DB_NAME\"" >/dev/null
 DB_CREATED=1
 DB_URL=$(with_database "$BASE_URL" "$DB_NAME")
-say "database $DB_NAME created; migrating with notify-local migrate"
-DATABASE_URL="$DB_URL" RUST_LOG=warn target/debug/notify-local migrate
-DATABASE_URL="$DB_URL" RUST_LOG=warn target/debug/notify-local migrate # idempotent
+say "database $DB_NAME created (empty)"
 
 # ---- a webhook receiver that counts what it is sent
 RECEIVER_PORT=$(free_port)
-python3 - "$RECEIVER_PORT" "$WORK/webhooks" <<'PY' &
+python3 - "$RECEIVER_PORT" "$WORK/webhooks" "$WORK/cfn-response" <<'PY' &
 import http.server, sys
-port, out = int(sys.argv[1]), sys.argv[2]
+port, out, cfn = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 class Receiver(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
@@ -130,19 +130,25 @@ class Receiver(http.server.BaseHTTPRequestHandler):
             f.write(body + b"\n")
         self.send_response(204)
         self.end_headers()
+    # CloudFormation's pre-signed response URL: the latest answer wins.
+    def do_PUT(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        with open(cfn, "wb") as f:
+            f.write(body)
+        self.send_response(200)
+        self.end_headers()
     def log_message(self, *args):
         pass
 http.server.HTTPServer(("127.0.0.1", port), Receiver).serve_forever()
 PY
 RECEIVER_PID=$!
 
-# ---- the emulator; every function inherits this environment (intake-api's migration
-# check at cold start runs too, as template.yaml sets it, and finds nothing to do)
+# ---- the emulator; every function inherits this environment
 say "starting cargo lambda watch on $EMULATOR"
 env DATABASE_URL="$DB_URL" \
     DATABASE_POOL_MAX=2 \
     ALLOW_ANONYMOUS=true \
-    MIGRATE_ON_START=true \
+    UNSUBSCRIBE_SECRET="lambda smoke test unsubscribe secret, forty+ characters" \
     MOCK_LATENCY_MS=0 \
     MOCK_FAILURE_RATE=0 \
     WORKER_POLL_INTERVAL_MS=100 \
@@ -176,6 +182,27 @@ invoke() {
     timeout 120 cargo lambda invoke -A 127.0.0.1 -P "$PORT" "$function" --data-file "$fixture" >"$out" ||
         fail "cargo lambda invoke $function --data-file $fixture"
 }
+
+# ---- the deploy's custom resource: migrations, answered at the response URL
+cfn_event() {
+    python3 - "$EVENTS/deploy-setup-$1.json" "http://127.0.0.1:$RECEIVER_PORT/cfn" "$WORK/cfn-$1.json" <<'PY'
+import json, sys
+event = json.load(open(sys.argv[1]))
+event["ResponseURL"] = sys.argv[2]
+# No Secrets Manager here: the operator key is covered by tests/it/deploy (moto).
+del event["ResourceProperties"]["OperatorKeySecretArn"]
+json.dump(event, open(sys.argv[3], "w"))
+PY
+}
+say "invoke deploy-setup (CloudFormation Create): migrates the empty database"
+cfn_event create
+invoke deploy-setup "$WORK/cfn-create.json" "$WORK/setup-create.json"
+check_json "$WORK/cfn-response" 'doc["Status"] == "SUCCESS" and int(doc["Data"]["MigrationsApplied"]) > 0' "deploy-setup Create answered CloudFormation"
+say "invoke deploy-setup (CloudFormation Update): nothing left to migrate"
+cfn_event update
+invoke deploy-setup "$WORK/cfn-update.json" "$WORK/setup-update.json"
+check_json "$WORK/cfn-response" 'doc["Status"] == "SUCCESS" and doc["Data"]["MigrationsApplied"] == "0"' "deploy-setup Update answered CloudFormation"
+DATABASE_URL="$DB_URL" RUST_LOG=warn target/debug/notify-local migrate # agrees: up to date
 
 # ---- the API through the emulator
 say "GET /health"

@@ -20,6 +20,7 @@ use crate::sql::{Statement, statement};
 const ACTIVE: Statement = statement!("api_keys/active");
 const CREATE: Statement = statement!("api_keys/create");
 const LIST: Statement = statement!("api_keys/list");
+const LOCK_FIRST_KEY: Statement = statement!("api_keys/lock_first_key");
 const REVOKE: Statement = statement!("api_keys/revoke");
 const COUNT_ACTIVE: Statement = statement!("api_keys/count_active");
 const TOUCH: Statement = statement!("api_keys/touch");
@@ -388,6 +389,14 @@ pub async fn unused_keys(
             })
         })
         .collect()
+}
+
+/// Until the transaction `db` ends, no other caller of this function gets past it: the
+/// deploy's setup checks for keys and creates the first one under it.
+pub async fn lock_first_key(db: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
+    let statement = LOCK_FIRST_KEY.prepare(db).await?;
+    db.query(&statement, &[]).await?;
+    Ok(())
 }
 
 pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {

@@ -30,11 +30,11 @@ impl Wake {
 }
 
 /// Starts a task that LISTENs on `channel` and reconnects by itself after errors.
-pub fn listen(database_url: String, channel: &'static str, stop: StopSignal) -> Wake {
+pub fn listen(database: crate::db::Database, channel: &'static str, stop: StopSignal) -> Wake {
     let (sender, wake) = Wake::none();
     tokio::spawn(async move {
         while !stop.is_stopped() {
-            match listen_once(&database_url, channel, &sender, &stop).await {
+            match listen_once(&database, channel, &sender, &stop).await {
                 Ok(()) => break,
                 Err(error) => {
                     tracing::warn!(error = %crate::telemetry::describe(&error), "wake-up listener lost its connection; reconnecting");
@@ -50,12 +50,12 @@ pub fn listen(database_url: String, channel: &'static str, stop: StopSignal) -> 
 }
 
 async fn listen_once(
-    url: &str,
+    database: &crate::db::Database,
     channel: &str,
     sender: &watch::Sender<u64>,
     stop: &StopSignal,
 ) -> anyhow::Result<()> {
-    let (client, mut connection) = crate::db::connect_raw(url).await?;
+    let (client, mut connection) = database.connect_raw().await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let statement = format!("LISTEN {channel}");
     let listen = client.batch_execute(&statement);

@@ -14,6 +14,7 @@ mod concurrency;
 mod content;
 mod database;
 mod delivery;
+mod deploy;
 mod logs;
 mod migration;
 mod operations;

@@ -3,7 +3,7 @@
 //! a run that nears its deadline with work left schedules its own continuation.
 
 use lambda_runtime::{LambdaEvent, service_fn};
-use notify_shared::config::Config;
+use notify_shared::cold_start::{ColdStart, Needs};
 use notify_shared::redrive::RedriveFunction;
 use notify_shared::{deadline, telemetry};
 use serde_json::Value;
@@ -11,8 +11,10 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let function = RedriveFunction::from_config(&Config::from_env()?).await?;
+    let start = ColdStart::load(Needs::default()).await?;
+    let function = RedriveFunction::new(&start).await?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = deadline::invocation_deadline(event.context.deadline);
         let response = function

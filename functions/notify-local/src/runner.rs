@@ -60,7 +60,11 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
         }
         drainer = Some(tokio::spawn(webhook::run(Arc::new(webhooks), stop.clone())));
         let sweeper = Arc::new(sweeper::Sweeper::start(&pool, &config).await);
-        let wake = wake::listen(database_url.clone(), queue::WAKE_CHANNEL, stop.clone());
+        let wake = wake::listen(
+            db::Database::from_url(&database_url)?,
+            queue::WAKE_CHANNEL,
+            stop.clone(),
+        );
         workers = Some(tokio::spawn(sweeper::run(sweeper, wake, stop.clone())));
     }
 

@@ -3,7 +3,7 @@
 //! returns a JSON summary of what changed.
 
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use notify_shared::config::Config;
+use notify_shared::cold_start::{ColdStart, Needs};
 use notify_shared::feedback::{Malformed, ProviderEventsFunction};
 use notify_shared::telemetry;
 use serde_json::Value;
@@ -11,8 +11,13 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let function = ProviderEventsFunction::from_config(&Config::from_env()?)?;
+    let start = ColdStart::load(Needs {
+        unsubscribe_secret: true,
+    })
+    .await?;
+    let function = ProviderEventsFunction::new(&start)?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         match function.invoke(event.payload).await {
             Ok(outcome) => {

@@ -2,7 +2,7 @@
 //! outbox until its deadline nears, then returns a JSON summary.
 
 use lambda_runtime::{LambdaEvent, service_fn};
-use notify_shared::config::Config;
+use notify_shared::cold_start::{ColdStart, Needs};
 use notify_shared::webhook::DrainerFunction;
 use notify_shared::{deadline, telemetry};
 use serde_json::Value;
@@ -10,8 +10,10 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init_logging();
-    let function = DrainerFunction::from_config(&Config::from_env()?)?;
+    let start = ColdStart::load(Needs::default()).await?;
+    let function = DrainerFunction::new(&start)?;
     let function = &function;
+    lambda_runtime::spawn_graceful_shutdown_handler(start.shutdown_hook()).await;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let deadline = deadline::invocation_deadline(event.context.deadline);
         let report = function.invoke(deadline).await;

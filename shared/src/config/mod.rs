@@ -11,8 +11,8 @@ mod sections;
 pub use providers::{ChannelRate, CircuitConfig, ProviderChoice, ProvidersConfig};
 
 pub use sections::{
-    AppRole, DatabaseTimeouts, MockProviderConfig, RateLimitConfig, RetentionConfig, RetryPolicy,
-    SchedulerConfig, WebhookConfig, WorkerConfig,
+    AppRole, DatabaseSecretConfig, DatabaseTimeouts, MockProviderConfig, RateLimitConfig,
+    RetentionConfig, RetryPolicy, SchedulerConfig, WebhookConfig, WorkerConfig,
 };
 
 use std::collections::HashMap;
@@ -28,6 +28,8 @@ use env::Env;
 pub struct Config {
     /// `None` means "no URL given": the local runner starts its own PostgreSQL.
     pub database_url: Option<String>,
+    /// Deployed: the database named by parts, its login in Secrets Manager (instead of a URL).
+    pub database_secret: Option<DatabaseSecretConfig>,
     pub database_pool_max: usize,
     pub database_timeouts: DatabaseTimeouts,
     pub app_role: AppRole,
@@ -53,6 +55,7 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("database_url", &self.database_url.as_ref().map(|_| "***"))
+            .field("database_secret", &self.database_secret)
             .field("database_pool_max", &self.database_pool_max)
             .field("database_timeouts", &self.database_timeouts)
             .field("app_role", &self.app_role)
@@ -72,19 +75,52 @@ impl fmt::Debug for Config {
     }
 }
 
-/// `WEBHOOK_SECRET` as an HMAC key: the Standard Webhooks form `whsec_<base64>` is decoded;
-/// a secret without the prefix is used as raw bytes, so a plain shared password works too.
+/// `WEBHOOK_SECRET` as an HMAC key: the Standard Webhooks form `whsec_<base64>`, decoded.
+/// Any other form is refused: receivers' Standard Webhooks libraries decode the same way,
+/// so a raw string would sign with a key no receiver derives.
 fn signing_key(secret: &str) -> Result<Vec<u8>, &'static str> {
-    let key = match secret.strip_prefix("whsec_") {
-        Some(encoded) => STANDARD
-            .decode(encoded)
-            .map_err(|_| "WEBHOOK_SECRET starts with whsec_ but the rest is not valid base64")?,
-        None => secret.as_bytes().to_vec(),
+    let Some(encoded) = secret.strip_prefix("whsec_") else {
+        return Err(
+            "WEBHOOK_SECRET must be a Standard Webhooks secret: whsec_ followed by \
+                    base64 (e.g. whsec_$(openssl rand -base64 32))",
+        );
     };
+    let key = STANDARD
+        .decode(encoded)
+        .map_err(|_| "WEBHOOK_SECRET starts with whsec_ but the rest is not valid base64")?;
     if key.is_empty() {
         return Err("WEBHOOK_SECRET is empty after its whsec_ prefix");
     }
     Ok(key)
+}
+
+/// `DATABASE_SECRET_ARN` and the parts that go with it.
+fn database_secret(env: &mut Env) -> Option<DatabaseSecretConfig> {
+    let arn = env.string("DATABASE_SECRET_ARN")?;
+    if !arn.starts_with("arn:") {
+        env.problems.push(format!(
+            "DATABASE_SECRET_ARN must be a Secrets Manager ARN (got {arn:?})"
+        ));
+    }
+    let port = env
+        .string("DATABASE_PORT")
+        .map(|_| env.number("DATABASE_PORT", 5432, 1, 65535) as u16);
+    let ssl_mode = env
+        .string("DATABASE_SSLMODE")
+        .unwrap_or_else(|| "verify-full".to_string());
+    if !["disable", "prefer", "require", "verify-ca", "verify-full"].contains(&ssl_mode.as_str()) {
+        env.problems.push(format!(
+            "DATABASE_SSLMODE must be one of disable, prefer, require, verify-ca, verify-full \
+             (got {ssl_mode:?})"
+        ));
+    }
+    Some(DatabaseSecretConfig {
+        arn,
+        host: env.string("DATABASE_HOST"),
+        port,
+        name: env.string("DATABASE_NAME"),
+        ssl_mode,
+    })
 }
 
 /// Every problem found in the environment, reported together.
@@ -120,6 +156,13 @@ impl Config {
         let mut env = Env::new(vars);
 
         let database_url = env.string("DATABASE_URL");
+        let database_secret = database_secret(&mut env);
+        if database_url.is_some() && database_secret.is_some() {
+            env.problems.push(
+                "set DATABASE_URL (local runs) or DATABASE_SECRET_ARN (deployed), not both"
+                    .to_string(),
+            );
+        }
         let database_pool_max = env.number("DATABASE_POOL_MAX", 10u64, 1, 1000) as usize;
         let defaults = DatabaseTimeouts::default();
         let mut timeout = |name: &str, default: Duration| {
@@ -244,6 +287,7 @@ impl Config {
         Ok(Config {
             sms_max_segments,
             database_url,
+            database_secret,
             database_pool_max,
             database_timeouts,
             app_role,
@@ -328,7 +372,7 @@ mod tests {
 
     #[test]
     fn webhook_secrets_are_decoded_once_here() {
-        assert_eq!(signing_key("plain"), Ok(b"plain".to_vec()));
+        assert!(signing_key("plain").is_err());
         assert_eq!(signing_key("whsec_aGk="), Ok(b"hi".to_vec()));
         assert!(signing_key("whsec_not base64!").is_err());
         assert!(signing_key("whsec_").is_err());
@@ -358,6 +402,37 @@ mod tests {
         ]))
         .expect_err("not true or false");
         assert_eq!(err.problems.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn the_database_comes_from_a_url_or_from_a_secret_never_both() {
+        let config = Config::from_vars(vars(&[
+            (
+                "DATABASE_SECRET_ARN",
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf",
+            ),
+            ("DATABASE_HOST", "proxy.example"),
+            ("DATABASE_PORT", "6432"),
+        ]))
+        .expect("valid");
+        let secret = config.database_secret.expect("secret settings");
+        assert_eq!(secret.port, Some(6432));
+        assert_eq!(secret.ssl_mode, "verify-full");
+        let err = Config::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://u@h/db"),
+            ("DATABASE_SECRET_ARN", "arn:aws:secretsmanager:x"),
+            ("DATABASE_SSLMODE", "sometimes"),
+        ]))
+        .expect_err("both set");
+        assert_eq!(err.problems.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn a_webhook_secret_without_whsec_is_refused_with_the_expected_form() {
+        let err = Config::from_vars(vars(&[("WEBHOOK_SECRET", "hunter2hunter2")]))
+            .expect_err("raw secret");
+        assert!(err.to_string().contains("whsec_"), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -159,3 +159,20 @@ impl Default for RetentionConfig {
         }
     }
 }
+
+/// The deployed database: host, port and name from the environment, the login from a
+/// Secrets Manager secret (`DATABASE_SECRET_ARN`), so a rotated password needs no deploy
+/// and no character of it has to survive a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseSecretConfig {
+    /// `DATABASE_SECRET_ARN`: `{"username", "password"}`, optionally `host`, `port`, `dbname`.
+    pub arn: String,
+    /// `DATABASE_HOST` (the RDS Proxy endpoint); the secret's `host` when unset.
+    pub host: Option<String>,
+    /// `DATABASE_PORT`; the secret's `port`, then 5432, when unset.
+    pub port: Option<u16>,
+    /// `DATABASE_NAME`; the secret's `dbname`, then `postgres`, when unset.
+    pub name: Option<String>,
+    /// `DATABASE_SSLMODE`: disable, prefer, require, verify-ca or verify-full (default).
+    pub ssl_mode: String,
+}

@@ -1,15 +1,19 @@
 //! Connections to PostgreSQL: the pool, TLS and migrations.
 
+mod database;
+
 use std::str::FromStr;
 use std::sync::OnceLock;
 
 use anyhow::Context;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use native_tls::TlsConnector;
 use postgres_native_tls::MakeTlsConnector;
-use tokio_postgres::config::SslMode;
+use tokio::task::JoinHandle;
 
-use crate::config::{Config, DatabaseTimeouts};
+use crate::config::DatabaseTimeouts;
+
+pub use database::Database;
 
 pub use deadpool_postgres::{Object as PooledClient, Pool as DbPool};
 
@@ -85,57 +89,13 @@ pub fn create_pool(url: &str, max_size: usize) -> anyhow::Result<Pool> {
     create_pool_with(url, max_size, &DatabaseTimeouts::default())
 }
 
-/// The pool a deployed function or the local runner uses: `DATABASE_URL`, its size and
-/// timeouts from configuration.
-pub fn pool_from_config(config: &Config) -> anyhow::Result<Pool> {
-    let url = config
-        .database_url
-        .as_deref()
-        .context("DATABASE_URL is required for the deployed functions")?;
-    create_pool_with(url, config.database_pool_max, &config.database_timeouts)
-}
-
 /// Builds a connection pool whose connections and statements give up after `timeouts`.
 pub fn create_pool_with(
     url: &str,
     max_size: usize,
     timeouts: &DatabaseTimeouts,
 ) -> anyhow::Result<Pool> {
-    let (mut pg_config, verification) = parse_url(url)?;
-    if pg_config.get_application_name().is_none() {
-        pg_config.application_name("notify-queue");
-    }
-    pg_config.connect_timeout(timeouts.connect);
-    // Session settings sent in the start-up message: no extra round trip per connection.
-    let mut options = pg_config.get_options().unwrap_or_default().to_string();
-    for (name, value) in [
-        ("statement_timeout", timeouts.statement),
-        ("lock_timeout", timeouts.lock),
-        (
-            "idle_in_transaction_session_timeout",
-            timeouts.idle_in_transaction,
-        ),
-    ] {
-        options.push_str(&format!(" -c {name}={}", value.as_millis()));
-    }
-    pg_config.options(options.trim());
-    let config = ManagerConfig {
-        recycling_method: RecyclingMethod::Fast,
-    };
-    // `sslmode=disable` skips TLS entirely, and with it OpenSSL's start-up cost.
-    let manager = if pg_config.get_ssl_mode() == SslMode::Disable {
-        Manager::from_config(pg_config, tokio_postgres::NoTls, config)
-    } else {
-        Manager::from_config(pg_config, tls_connector(verification)?, config)
-    };
-    Pool::builder(manager)
-        .max_size(max_size)
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .wait_timeout(Some(timeouts.pool_wait))
-        .create_timeout(Some(timeouts.connect))
-        .recycle_timeout(Some(timeouts.connect))
-        .build()
-        .context("cannot build the connection pool")
+    Database::from_url(url)?.pool(max_size, timeouts)
 }
 
 /// A connection whose messages the caller polls itself (LISTEN needs that).
@@ -146,34 +106,16 @@ pub type RawConnection = tokio_postgres::Connection<
 
 /// Opens one connection outside the pool and hands back both halves.
 pub async fn connect_raw(url: &str) -> anyhow::Result<(tokio_postgres::Client, RawConnection)> {
-    let (pg_config, verification) = parse_url(url)?;
-    pg_config
-        .connect(tls_connector(verification)?)
-        .await
-        .context("cannot connect to PostgreSQL")
+    Database::from_url(url)?.connect_raw().await
 }
 
 /// Opens one connection outside the pool (migrations, administration). The connection
 /// task is spawned on the current runtime and ends when the client is dropped.
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
-    let (pg_config, verification) = parse_url(url)?;
-    if pg_config.get_ssl_mode() == SslMode::Disable {
-        let (client, connection) = pg_config
-            .connect(tokio_postgres::NoTls)
-            .await
-            .context("cannot connect to PostgreSQL")?;
-        spawn_connection(connection);
-        return Ok(client);
-    }
-    let (client, connection) = pg_config
-        .connect(tls_connector(verification)?)
-        .await
-        .context("cannot connect to PostgreSQL")?;
-    spawn_connection(connection);
-    Ok(client)
+    Database::from_url(url)?.connect().await
 }
 
-fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>)
+fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>) -> JoinHandle<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -182,23 +124,34 @@ where
         if let Err(error) = connection.await {
             tracing::debug!(%error, "database connection closed");
         }
-    });
+    })
+}
+
+/// Applies pending migrations to the database at `url` (see [`migrate_database`]).
+pub async fn migrate(url: &str) -> anyhow::Result<()> {
+    migrate_database(&Database::from_url(url)?).await?;
+    Ok(())
 }
 
 /// Applies pending migrations. Several processes may start at once: an advisory lock lets
 /// exactly one of them migrate while the others wait, then find nothing left to do.
-pub async fn migrate(url: &str) -> anyhow::Result<()> {
-    run_migrations(url, refinery::Target::Latest).await
+/// Returns the versions applied.
+pub async fn migrate_database(database: &Database) -> anyhow::Result<Vec<i32>> {
+    run_migrations(database, refinery::Target::Latest).await
 }
 
 /// Applies migrations up to and including `version` only: the upgrade tests build a
 /// database as an older release left it, then migrate it to the latest.
 pub async fn migrate_up_to(url: &str, version: i32) -> anyhow::Result<()> {
-    run_migrations(url, refinery::Target::Version(version)).await
+    run_migrations(&Database::from_url(url)?, refinery::Target::Version(version)).await?;
+    Ok(())
 }
 
-async fn run_migrations(url: &str, target: refinery::Target) -> anyhow::Result<()> {
-    let mut client = connect(url).await?;
+async fn run_migrations(
+    database: &Database,
+    target: refinery::Target,
+) -> anyhow::Result<Vec<i32>> {
+    let mut client = database.connect().await?;
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
         .await
@@ -220,7 +173,11 @@ async fn run_migrations(url: &str, target: refinery::Target) -> anyhow::Result<(
             "migration applied"
         );
     }
-    Ok(())
+    Ok(report
+        .applied_migrations()
+        .iter()
+        .map(|migration| migration.version())
+        .collect())
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::{Feedback, parse};
 use crate::audience::suppressions;
-use crate::config::Config;
-use crate::{db, queue};
+use crate::cold_start::ColdStart;
+use crate::queue;
 
 /// What one event changed. An event that changed nothing (a transient bounce, a reject,
 /// another type, a repeat, a delivery of a message no attempt sent) counts as `ignored`.
@@ -40,11 +40,11 @@ pub struct ProviderEventsFunction {
 }
 
 impl ProviderEventsFunction {
-    /// Builds the pool (connections open lazily). Needs `DATABASE_URL`.
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+    /// Builds the pool (connections open lazily).
+    pub fn new(start: &ColdStart) -> anyhow::Result<Self> {
         Ok(ProviderEventsFunction {
-            pool: db::pool_from_config(config)?,
-            secret: config.audience.secret.clone(),
+            pool: start.pool()?,
+            secret: start.config.audience.secret.clone(),
         })
     }
 

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
@@ -21,6 +21,10 @@ use crate::problems::Problems;
 use crate::queue::{self, BatchOutcome, NewNotification};
 
 pub const BATCH_BODY_LIMIT: usize = 8 * 1024 * 1024;
+/// Behind API Gateway and Lambda: a synchronous invocation's payload (the body plus the
+/// event around it) is capped at 6 MB, so the batch body stops at 5 MiB with an answer
+/// that says so, instead of an invocation error from Lambda.
+pub const LAMBDA_BATCH_BODY_LIMIT: usize = 5 * 1024 * 1024;
 pub const BATCH_MAX_ITEMS: usize = 5000;
 
 #[derive(Debug, Serialize)]
@@ -37,8 +41,21 @@ pub async fn create_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = read_json(&headers, body, BATCH_BODY_LIMIT)
-        .await?
+    let limit = state.batch_body_limit;
+    let body = read_json(&headers, body, limit)
+        .await
+        .map_err(|error| {
+            if error.status != StatusCode::PAYLOAD_TOO_LARGE || limit >= BATCH_BODY_LIMIT {
+                return error;
+            }
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Batch body is larger than {limit} bytes, the limit of this deployment \
+                     (AWS Lambda caps a request at 6 MB): send the items in smaller batches"
+                ),
+            )
+        })?
         .unwrap_or(Value::Null);
     let items = batch_items(&body)?;
     let now = chrono::Utc::now();

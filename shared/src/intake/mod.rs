@@ -56,6 +56,8 @@ pub struct AppState {
     pub webhooks: DestinationPolicy,
     /// `SMS_MAX_SEGMENTS`: the most segments an SMS template may render to.
     pub sms_max_segments: u32,
+    /// Largest batch body: [`batch::BATCH_BODY_LIMIT`], lower behind Lambda.
+    pub batch_body_limit: usize,
 }
 
 impl AppState {
@@ -69,7 +71,14 @@ impl AppState {
             audience: config.audience.clone(),
             webhooks: config.webhook.destinations(),
             sms_max_segments: config.sms_max_segments,
+            batch_body_limit: batch::BATCH_BODY_LIMIT,
         }
+    }
+
+    /// Served by AWS Lambda: the batch body limit drops below Lambda's payload cap.
+    pub fn for_lambda(mut self) -> Self {
+        self.batch_body_limit = batch::LAMBDA_BATCH_BODY_LIMIT;
+        self
     }
 }
 

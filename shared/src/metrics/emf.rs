@@ -1,6 +1,11 @@
 //! One CloudWatch Embedded Metric Format line per scheduled-function invocation, so an AWS
 //! user gets metrics from the logs with no agent. Written to stdout, where Lambda ships it
 //! as is. Namespace `NotifyQueue`, dimension `Function`.
+//!
+//! `FailedSteps` counts the steps that failed, so an invocation that ends normally while
+//! the database is unreachable still raises an alarm. A figure read from the database at
+//! the end (queue lag, webhook backlog) is left out when it cannot be read: a missing
+//! point, never a reassuring 0; the failed read counts as a failed step.
 
 use deadpool_postgres::Pool;
 use serde_json::{Map, Value, json};
@@ -10,13 +15,15 @@ use crate::config::CircuitConfig;
 use crate::notification::Channel;
 use crate::queue::stats;
 use crate::sweeper::SweepOutcome;
-use crate::webhook::DrainOutcome;
+use crate::webhook::{DrainOutcome, outbox};
 
-/// The EMF document for `function` with its counts and, when known, the queue lag.
+/// The EMF document for `function` with its counts, the queue lag when known, and other
+/// figures read at the end (`gauges`, unit Count; left out by the caller when unknown).
 pub fn line(
     function: &str,
     counts: &[(&str, u64)],
     queue_lag_seconds: Option<f64>,
+    gauges: &[(&str, f64)],
     timestamp_ms: i64,
 ) -> String {
     let mut declared: Vec<Value> = counts
@@ -26,6 +33,10 @@ pub fn line(
     let mut document = Map::new();
     document.insert("Function".into(), json!(function));
     for (name, value) in counts {
+        document.insert((*name).into(), json!(value));
+    }
+    for (name, value) in gauges {
+        declared.push(json!({"Name": name, "Unit": "Count"}));
         document.insert((*name).into(), json!(value));
     }
     if let Some(lag) = queue_lag_seconds {
@@ -51,7 +62,7 @@ fn now_ms() -> i64 {
 }
 
 /// The counts a sweeper invocation reports.
-pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 11] {
+pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 12] {
     [
         ("Claimed", outcome.claimed),
         ("Sent", outcome.sent),
@@ -64,26 +75,33 @@ pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 11] {
         ("Expired", outcome.expired),
         ("Purged", outcome.purged),
         ("WebhookEventsPurged", outcome.webhook_events_purged),
+        ("FailedSteps", outcome.failed_steps),
     ]
 }
 
 /// The sweeper's line, with the queue lag and each channel's circuit and pause read at
-/// the end of the invocation.
-pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool, circuit: &CircuitConfig) {
+/// the end of the invocation. Printed, and returned (tests read it).
+pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool, circuit: &CircuitConfig) -> String {
+    let mut outcome = *outcome;
     let (lag, channels) = match pool.get().await {
         Ok(db) => (
-            stats::queue_lag_seconds(&db).await.unwrap_or(0.0),
+            stats::queue_lag_seconds(&db).await.ok(),
             channel::read(&db, circuit).await.unwrap_or_default(),
         ),
-        Err(_) => (0.0, Vec::new()),
+        Err(_) => (None, Vec::new()),
     };
-    let mut counts: Vec<(String, u64)> = sweeper_counts(outcome)
+    if lag.is_none() {
+        outcome.failed_steps += 1;
+    }
+    let mut counts: Vec<(String, u64)> = sweeper_counts(&outcome)
         .iter()
         .map(|(name, value)| (name.to_string(), *value))
         .collect();
     counts.extend(channel_counts(&channels));
     let counts: Vec<(&str, u64)> = counts.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    println!("{}", line("sweeper", &counts, Some(lag), now_ms()));
+    let text = line("sweeper", &counts, lag, &[], now_ms());
+    println!("{text}");
+    text
 }
 
 /// Per channel: `EmailCircuitOpen` (1 while open or half-open) and `EmailPaused`.
@@ -105,21 +123,34 @@ fn channel_counts(channels: &[ChannelState]) -> Vec<(String, u64)> {
     counts
 }
 
-/// The webhook drainer's line.
-pub fn emit_drainer(outcome: &DrainOutcome) {
+/// The webhook drainer's line, with the backlog (events waiting or being sent) read at the
+/// end of the invocation. Printed, and returned (tests read it).
+pub async fn emit_drainer(outcome: &DrainOutcome, pool: &Pool) -> String {
+    let backlog = match pool.get().await {
+        Ok(db) => outbox::counts(&db).await.ok().map(|counts| counts.pending),
+        Err(_) => None,
+    };
+    let failed_steps = outcome.failed_steps + u64::from(backlog.is_none());
     let counts = [
         ("Claimed", outcome.claimed),
         ("Delivered", outcome.delivered),
         ("Retried", outcome.retried),
         ("GivenUp", outcome.given_up),
+        ("FailedSteps", failed_steps),
     ];
-    println!("{}", line("webhook-drainer", &counts, None, now_ms()));
+    let gauges: Vec<(&str, f64)> = backlog
+        .map(|pending| ("Backlog", pending.max(0) as f64))
+        .into_iter()
+        .collect();
+    let text = line("webhook-drainer", &counts, None, &gauges, now_ms());
+    println!("{text}");
+    text
 }
 
 /// The redrive function's line.
 pub fn emit_redrive(retried: u64, remaining: u64) {
     let counts = [("Redriven", retried), ("Remaining", remaining)];
-    println!("{}", line("dlq-redrive", &counts, None, now_ms()));
+    println!("{}", line("dlq-redrive", &counts, None, &[], now_ms()));
 }
 
 #[cfg(test)]
@@ -139,13 +170,14 @@ mod tests {
             "sweeper",
             &sweeper_counts(&outcome),
             Some(1.5),
+            &[],
             1_700_000_000_000,
         );
         let document: Value = serde_json::from_str(&text).expect("json");
         let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics");
-        assert_eq!(declared.len(), 12);
+        assert_eq!(declared.len(), 13);
         for metric in declared {
             let name = metric["Name"].as_str().expect("name");
             assert!(
@@ -161,7 +193,7 @@ mod tests {
     #[test]
     fn an_unknown_lag_is_left_out() {
         let document: Value =
-            serde_json::from_str(&line("webhook-drainer", &[("Delivered", 2)], None, 0))
+            serde_json::from_str(&line("webhook-drainer", &[("Delivered", 2)], None, &[], 0))
                 .expect("json");
         assert!(document.get("QueueLagSeconds").is_none());
         assert_eq!(

@@ -8,8 +8,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{RedriveRequest, Scheduler, redrive_paced};
-use crate::config::Config;
-use crate::{db, deadline, metrics, queue};
+use crate::cold_start::ColdStart;
+use crate::{deadline, metrics, queue};
 
 /// What one `dlq-redrive` invocation did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -114,11 +114,11 @@ pub struct RedriveFunction {
 }
 
 impl RedriveFunction {
-    /// Builds the pool (connections open lazily) and the Scheduler client. Needs
-    /// `DATABASE_URL`.
-    pub async fn from_config(config: &Config) -> anyhow::Result<Self> {
+    /// Builds the pool (connections open lazily) and the Scheduler client.
+    pub async fn new(start: &ColdStart) -> anyhow::Result<Self> {
+        let config = &start.config;
         Ok(RedriveFunction {
-            pool: db::pool_from_config(config)?,
+            pool: start.pool()?,
             scheduler: Scheduler::from_env(config.scheduler.clone()).await,
             max_attempts: config.retry.max_attempts(),
         })

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use deadpool_postgres::Pool;
 
 use super::{SweepOutcome, Sweeper, run};
-use crate::config::{CircuitConfig, Config};
+use crate::cold_start::ColdStart;
+use crate::config::CircuitConfig;
 use crate::stop::StopSignal;
 use crate::wake::{self, Wake};
-use crate::{db, deadline, metrics, queue};
+use crate::{deadline, metrics, queue};
 
 pub struct SweeperFunction {
     pool: Pool,
@@ -22,16 +22,16 @@ pub struct SweeperFunction {
 
 impl SweeperFunction {
     /// Builds the pool (connections open lazily), the sweeper and the wake-up listener,
-    /// which lives for the container and reconnects after a freeze by itself. Needs
-    /// `DATABASE_URL`.
-    pub async fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let url = config
-            .database_url
-            .clone()
-            .context("DATABASE_URL is required for the deployed functions")?;
-        let pool = db::pool_from_config(config)?;
+    /// which lives for the container and reconnects after a freeze by itself.
+    pub async fn new(start: &ColdStart) -> anyhow::Result<Self> {
+        let config = &start.config;
+        let pool = start.pool()?;
         let sweeper = Arc::new(Sweeper::start(&pool, config).await);
-        let wake = wake::listen(url, queue::WAKE_CHANNEL, StopSignal::never());
+        let wake = wake::listen(
+            start.database.clone(),
+            queue::WAKE_CHANNEL,
+            StopSignal::never(),
+        );
         Ok(SweeperFunction {
             pool,
             sweeper,
@@ -44,10 +44,15 @@ impl SweeperFunction {
     /// Sweeps until the deadline nears (leaving room for a provider call started just
     /// before to finish and be recorded), then writes its metrics line and reports.
     pub async fn invoke(&self, deadline: Instant) -> SweepOutcome {
+        self.invoke_reporting(deadline).await.0
+    }
+
+    /// As [`SweeperFunction::invoke`], also handing back the metrics line it wrote.
+    pub async fn invoke_reporting(&self, deadline: Instant) -> (SweepOutcome, String) {
         let stop =
             StopSignal::never().with_deadline(deadline::reserve(deadline, self.provider_timeout));
         let outcome = run(self.sweeper.clone(), self.wake.clone(), stop).await;
-        metrics::emf::emit_sweeper(&outcome, &self.pool, &self.circuit).await;
-        outcome
+        let line = metrics::emf::emit_sweeper(&outcome, &self.pool, &self.circuit).await;
+        (outcome, line)
     }
 }

@@ -34,6 +34,9 @@ pub struct SweepOutcome {
     pub purged: u64,
     /// Delivered or given-up webhook events deleted by the retention step.
     pub webhook_events_purged: u64,
+    /// Steps that failed (database unreachable, login refused, missing schema, TLS): the
+    /// alarm on `FailedSteps` sees what the invocation's success would hide.
+    pub failed_steps: u64,
     /// Some channel had a full batch due: more work is likely waiting.
     #[serde(skip)]
     pub full: bool,
@@ -55,6 +58,7 @@ impl AddAssign for SweepOutcome {
         self.expired += other.expired;
         self.purged += other.purged;
         self.webhook_events_purged += other.webhook_events_purged;
+        self.failed_steps += other.failed_steps;
         self.full |= other.full;
     }
 }

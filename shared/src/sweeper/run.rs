@@ -41,6 +41,7 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
                     }
                     Err(error) => {
                         failures = failures.saturating_add(1);
+                        total.failed_steps += 1;
                         tracing::error!(error = %crate::telemetry::describe(&error), lane, "sweep step failed");
                         true
                     }

@@ -43,6 +43,8 @@ pub struct DrainOutcome {
     pub given_up: u64,
     /// Claimed but handed back unsent because the drainer was stopping.
     pub released: u64,
+    /// Steps that failed (database unreachable, login refused, missing schema).
+    pub failed_steps: u64,
 }
 
 impl AddAssign for DrainOutcome {
@@ -52,6 +54,7 @@ impl AddAssign for DrainOutcome {
         self.retried += other.retried;
         self.given_up += other.given_up;
         self.released += other.released;
+        self.failed_steps += other.failed_steps;
     }
 }
 
@@ -357,6 +360,7 @@ pub async fn run(drainer: Arc<WebhookDrainer>, stop: StopSignal) -> DrainOutcome
             }
             Err(error) => {
                 failures = failures.saturating_add(1);
+                total.failed_steps += 1;
                 tracing::error!(error = %crate::telemetry::describe(&error), "webhook drain step failed");
                 true
             }

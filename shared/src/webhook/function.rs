@@ -7,9 +7,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{DrainOutcome, WebhookDrainer, run};
-use crate::config::Config;
+use crate::cold_start::ColdStart;
 use crate::stop::StopSignal;
-use crate::{db, deadline, metrics};
+use crate::{deadline, metrics};
 
 /// What one `webhook-drainer` invocation reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -20,16 +20,19 @@ pub struct DrainReport {
 }
 
 pub struct DrainerFunction {
+    pool: deadpool_postgres::Pool,
     drainer: Arc<WebhookDrainer>,
     timeout: std::time::Duration,
 }
 
 impl DrainerFunction {
-    /// Builds the pool (connections open lazily) and the drainer. Needs `DATABASE_URL`.
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let pool = db::pool_from_config(config)?;
+    /// Builds the pool (connections open lazily) and the drainer.
+    pub fn new(start: &ColdStart) -> anyhow::Result<Self> {
+        let config = &start.config;
+        let pool = start.pool()?;
         let drainer = Arc::new(WebhookDrainer::from_config(&pool, config)?);
         Ok(DrainerFunction {
+            pool,
             drainer,
             timeout: config.webhook.timeout,
         })
@@ -40,7 +43,7 @@ impl DrainerFunction {
     pub async fn invoke(&self, deadline: Instant) -> DrainReport {
         let stop = StopSignal::never().with_deadline(deadline::reserve(deadline, self.timeout));
         let outcome = run(self.drainer.clone(), stop).await;
-        metrics::emf::emit_drainer(&outcome);
+        metrics::emf::emit_drainer(&outcome, &self.pool).await;
         DrainReport { outcome }
     }
 }

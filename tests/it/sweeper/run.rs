@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify_shared::notification::Status;
-use notify_shared::queue;
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper;
 use notify_shared::wake::{self, Wake};
+use notify_shared::{db, queue};
 use notify_tests::TestDb;
 use notify_tests::doubles::{Fixed, Slow};
 use notify_tests::factory::{self, Spec};
@@ -18,7 +18,11 @@ use notify_tests::worker::{self, simulated, worker_config};
 async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next_poll() {
     let db = TestDb::new().await;
     let (handle, stop) = StopSignal::new();
-    let wake = wake::listen(db.url.clone(), queue::WAKE_CHANNEL, stop.clone());
+    let wake = wake::listen(
+        db::Database::from_url(&db.url).expect("url"),
+        queue::WAKE_CHANNEL,
+        stop.clone(),
+    );
     // The listener bumps once when its LISTEN is in place.
     let mut connected = wake.clone();
     tokio::time::timeout(Duration::from_secs(10), connected.notified())
