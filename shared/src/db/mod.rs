@@ -143,14 +143,15 @@ pub async fn migrate_database(database: &Database) -> anyhow::Result<Vec<i32>> {
 /// Applies migrations up to and including `version` only: the upgrade tests build a
 /// database as an older release left it, then migrate it to the latest.
 pub async fn migrate_up_to(url: &str, version: i32) -> anyhow::Result<()> {
-    run_migrations(&Database::from_url(url)?, refinery::Target::Version(version)).await?;
+    run_migrations(
+        &Database::from_url(url)?,
+        refinery::Target::Version(version),
+    )
+    .await?;
     Ok(())
 }
 
-async fn run_migrations(
-    database: &Database,
-    target: refinery::Target,
-) -> anyhow::Result<Vec<i32>> {
+async fn run_migrations(database: &Database, target: refinery::Target) -> anyhow::Result<Vec<i32>> {
     let mut client = database.connect().await?;
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
