@@ -200,14 +200,15 @@ async fn a_worker_sigkilled_mid_drain_loses_nothing_and_delivers_nothing_twice()
         "every notification delivered under its own key"
     );
     // Only the victim's orphans were attempted twice: each was recovered with its attempt
-    // kept and claimed once more. At least what it held while frozen (a claim statement it
-    // had already sent may still have committed after that count), and never more than
-    // one worker can hold (batch 5 x 2 lanes).
+    // kept and claimed once more; never more than one worker can hold (batch 5 x 2
+    // lanes). The count taken while it was frozen is no exact figure either way: the
+    // server finishes a statement the victim had already sent, so a claim may commit after
+    // the count and a record may finish claims the count still saw.
     let retried = db
         .count("SELECT count(*) FROM notifications WHERE attempt_count > 1")
         .await;
     assert!(
-        (orphaned..=10).contains(&retried),
+        retried <= 10,
         "{retried} notifications took more than one attempt; the victim held {orphaned}"
     );
     assert_eq!(
