@@ -1,6 +1,7 @@
 //! Field problems: every check of a request adds what it finds here, so all failing fields
 //! are reported at once, and each rule that several routes share is worded once.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -53,6 +54,24 @@ impl Problems {
     /// A property the request may not have.
     pub fn unknown(&mut self, field: &str) {
         self.add(field, format!("property {field} should not exist"));
+    }
+
+    /// A query string's pairs as a map of key to value: keys outside `allowed` and keys
+    /// given more than once are reported.
+    pub fn query<'q>(
+        &mut self,
+        pairs: &'q [(String, String)],
+        allowed: &[&str],
+    ) -> HashMap<&'q str, &'q str> {
+        let mut values = HashMap::new();
+        for (key, value) in pairs {
+            if !allowed.contains(&key.as_str()) {
+                self.unknown(key);
+            } else if values.insert(key.as_str(), value.as_str()).is_some() {
+                self.add(key, format!("{key} must be given at most once"));
+            }
+        }
+        values
     }
 
     /// Every key of `object` outside `allowed` is reported.

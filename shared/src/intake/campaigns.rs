@@ -177,28 +177,21 @@ pub async fn list(
         serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
             .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut problems = Problems::new();
+    let values = problems.query(&pairs, &["limit", "cursor"]);
     let mut limit = 20;
     let mut after = None;
-    let mut seen = HashSet::new();
-    for (key, value) in &pairs {
-        if !seen.insert(key.as_str()) {
-            problems.add(key, format!("{key} must be given at most once"));
-            continue;
-        }
-        match key.as_str() {
-            "limit" => {
-                if let Some(n) = problems.integer_in("limit", value.parse().ok(), 1..=100) {
-                    limit = n;
-                }
-            }
-            "cursor" => match Cursor::decode(value) {
-                Some(cursor) => after = Some(cursor),
-                None => problems.add(
-                    "cursor",
-                    "cursor is not valid; use the nextCursor from a previous page",
-                ),
-            },
-            other => problems.unknown(other),
+    if let Some(value) = values.get("limit")
+        && let Some(n) = problems.integer_in("limit", value.parse().ok(), 1..=100)
+    {
+        limit = n;
+    }
+    if let Some(value) = values.get("cursor") {
+        match Cursor::decode(value) {
+            Some(cursor) => after = Some(cursor),
+            None => problems.add(
+                "cursor",
+                "cursor is not valid; use the nextCursor from a previous page",
+            ),
         }
     }
     problems.or(())?;

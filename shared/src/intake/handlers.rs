@@ -1,7 +1,5 @@
 //! The route handlers: parse, call the queue, shape the response.
 
-use std::collections::HashMap;
-
 use axum::Extension;
 use axum::Json;
 use axum::body::Body;
@@ -144,24 +142,18 @@ pub async fn list(
 pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
-    let mut values: HashMap<&str, &str> = HashMap::new();
     let mut problems = Problems::new();
-    for (key, value) in &pairs {
-        if ![
+    let values = problems.query(
+        &pairs,
+        &[
             "status",
             "recipient",
             "class",
             "category",
             "limit",
             "cursor",
-        ]
-        .contains(&key.as_str())
-        {
-            problems.unknown(key);
-        } else if values.insert(key.as_str(), value.as_str()).is_some() {
-            problems.add(key, format!("{key} must be given at most once"));
-        }
-    }
+        ],
+    );
     let mut filter = ListFilter {
         limit: 20,
         ..ListFilter::default()

@@ -1,8 +1,6 @@
 //! The suppression list over HTTP (operators): `GET/POST /suppressions` and
 //! `DELETE /suppressions/{channel}/{address}`.
 
-use std::collections::HashMap;
-
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -155,15 +153,8 @@ struct ListQuery {
 fn parse_query(query: &str) -> Result<ListQuery, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
-    let mut values: HashMap<&str, &str> = HashMap::new();
     let mut problems = Problems::new();
-    for (key, value) in &pairs {
-        if !["channel", "address", "limit", "cursor"].contains(&key.as_str()) {
-            problems.unknown(key);
-        } else if values.insert(key.as_str(), value.as_str()).is_some() {
-            problems.add(key, format!("{key} must be given at most once"));
-        }
-    }
+    let values = problems.query(&pairs, &["channel", "address", "limit", "cursor"]);
     let mut parsed = ListQuery {
         channel: None,
         address: None,

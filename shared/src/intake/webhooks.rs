@@ -3,8 +3,6 @@
 //! `GET /webhook-events` and `POST /webhook-events/retry`. A client key sees and manages
 //! only its own endpoints and their events; an operator key all of them.
 
-use std::collections::HashMap;
-
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -193,15 +191,8 @@ pub async fn list_events(
 fn parse_event_query(query: &str) -> Result<EventFilter, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
         .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
-    let mut values: HashMap<&str, &str> = HashMap::new();
     let mut problems = Problems::new();
-    for (key, value) in &pairs {
-        if !["status", "endpointId", "limit", "cursor"].contains(&key.as_str()) {
-            problems.unknown(key);
-        } else if values.insert(key.as_str(), value.as_str()).is_some() {
-            problems.add(key, format!("{key} must be given at most once"));
-        }
-    }
+    let values = problems.query(&pairs, &["status", "endpointId", "limit", "cursor"]);
     let mut filter = EventFilter {
         limit: 20,
         ..EventFilter::default()
