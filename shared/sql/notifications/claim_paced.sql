@@ -20,10 +20,14 @@ WITH health AS (
         ELSE 0 END AS cap
     FROM health
 ), buckets AS (
-    SELECT class, least(burst, tokens + rate * greatest(
-               extract(epoch FROM clock_timestamp() - refilled_at)::float8, 0)) AS available
-    FROM token_buckets WHERE channel = $1
-    FOR UPDATE
+    -- The refill is counted up to `at`, and the bucket is stamped `at`, not a later clock:
+    -- time that passed while this statement ran would otherwise never be refilled, and
+    -- back-to-back claims would leave the bucket empty for good.
+    SELECT class, at, least(burst, tokens + rate * greatest(
+               extract(epoch FROM at - refilled_at)::float8, 0)) AS available
+    FROM (SELECT class, burst, tokens, rate, refilled_at, clock_timestamp() AS at
+          FROM token_buckets WHERE channel = $1
+          FOR UPDATE) AS locked
 ), tokens AS (
     -- Whole tokens per class; a channel without buckets (no rate set) is not limited.
     SELECT cap.cap,
@@ -115,7 +119,7 @@ lb AS (
     UPDATE token_buckets b
     SET tokens = buckets.available - CASE WHEN b.class = 'TRANSACTIONAL' THEN spent.own
                                           ELSE spent.bulk END,
-        refilled_at = clock_timestamp()
+        refilled_at = greatest(buckets.at, b.refilled_at)
     FROM buckets, spent
     WHERE b.channel = $1 AND b.class = buckets.class
 ), probing AS (
