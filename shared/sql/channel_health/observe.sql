@@ -14,14 +14,19 @@ WITH counted AS (
 ), pruned AS (
     DELETE FROM channel_calls WHERE channel = $1 AND second < now() - interval '10 minutes'
 ), health AS (
-    SELECT channel, circuit, circuit_since FROM channel_health WHERE channel = $1 FOR UPDATE
+    -- Read without a lock: almost every batch changes nothing here, and every batch of
+    -- every sweeper reports, so a lock taken on each would queue them all on this row.
+    -- The update below re-checks the circuit it decided from.
+    SELECT channel, circuit, circuit_since FROM channel_health WHERE channel = $1
 ), window_totals AS (
     -- The rows of this statement's own insert are not visible here; its counts are added.
+    -- Without a temporary failure in this batch the circuit cannot open: no need to sum.
     SELECT coalesce(sum(c.calls), 0) + $2::int8 AS calls,
            coalesce(sum(c.temporary), 0) + $3::int8 AS temporary
     FROM health h
     LEFT JOIN channel_calls c
-           ON c.channel = $1 AND c.second > now() - $6::int8 * interval '1 second'
+           ON $3::int8 > 0 AND c.channel = $1
+          AND c.second > now() - $6::int8 * interval '1 second'
           AND c.second >= date_trunc('second', h.circuit_since)
 ), decided AS (
     SELECT h.circuit AS before,
@@ -36,6 +41,8 @@ WITH counted AS (
            w.calls, w.temporary
     FROM health h, window_totals w
 ), moved AS (
+    -- Only a move or a longer pause writes the row, and only from the circuit decided
+    -- from: of two reports racing to move it, the second finds it moved and does nothing.
     UPDATE channel_health h
     SET circuit = d.after,
         circuit_since = CASE WHEN d.after <> d.before THEN now() ELSE h.circuit_since END,
@@ -50,17 +57,22 @@ WITH counted AS (
                                  AND (h.paused_until IS NULL OR h.paused_until < $8)
                             THEN $9 ELSE h.pause_reason END
     FROM decided d
-    WHERE h.channel = $1
+    WHERE h.channel = $1 AND h.circuit = d.before
+      AND (d.after <> d.before
+           OR ($8::timestamptz IS NOT NULL AND (h.paused_until IS NULL OR h.paused_until < $8)))
+    RETURNING d.before, d.after, d.calls, d.temporary
 ), events AS (
     INSERT INTO webhook_events (id, type, body, occurred_at)
     SELECT gen_random_uuid(),
-           CASE d.after WHEN 'OPEN' THEN 'circuit.opened' ELSE 'circuit.closed' END,
-           jsonb_build_object('channel', $1::text, 'circuit', d.after, 'calls', d.calls,
-                              'failureRatio', CASE WHEN d.calls > 0
-                                                   THEN round(d.temporary::numeric / d.calls, 3)
+           CASE m.after WHEN 'OPEN' THEN 'circuit.opened' ELSE 'circuit.closed' END,
+           jsonb_build_object('channel', $1::text, 'circuit', m.after, 'calls', m.calls,
+                              'failureRatio', CASE WHEN m.calls > 0
+                                                   THEN round(m.temporary::numeric / m.calls, 3)
                                                    ELSE 0 END),
            now()
-    FROM decided d
-    WHERE d.after <> d.before AND d.after IN ('OPEN', 'CLOSED')
+    FROM moved m
+    WHERE m.after <> m.before AND m.after IN ('OPEN', 'CLOSED')
 )
-SELECT before, after, calls, temporary FROM decided
+-- The circuit as this report left it: unchanged when another report moved it first.
+SELECT d.before, coalesce(m.after, d.before) AS after, d.calls, d.temporary
+FROM decided d LEFT JOIN moved m ON true
