@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use notify_shared::backoff::Random;
-use notify_shared::provider::{Attempt, Delivery, Gate, Provider, ProviderOutcome};
+use notify_shared::provider::{Attempt, Delivery, Gate, Places, Provider, ProviderOutcome};
 use notify_shared::stop::StopSignal;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 /// Sends every delivery of a batch through [`Gate::each`], handing `call` a copy of the
@@ -41,11 +41,7 @@ pub const DELIVERED: ProviderOutcome = ProviderOutcome::Delivered {
 
 /// A gate with one place, no stop and a 5 s limit: for calling a provider by hand.
 pub fn open_gate() -> Gate {
-    Gate::new(
-        Arc::new(Semaphore::new(1)),
-        StopSignal::never(),
-        Duration::from_secs(5),
-    )
+    Gate::new(Places::new(1), StopSignal::never(), Duration::from_secs(5))
 }
 
 /// Randomness that always answers the same number.

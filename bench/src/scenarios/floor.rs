@@ -154,7 +154,7 @@ async fn lane(
     };
     // As many places as a batch has messages: the floor measures statements, not pacing.
     let gate = Gate::new(
-        Arc::new(tokio::sync::Semaphore::new(10_000)),
+        notify_shared::provider::Places::new(10_000),
         notify_shared::stop::StopSignal::never(),
         Duration::from_secs(10),
     );

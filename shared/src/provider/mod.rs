@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
-pub use gate::Gate;
+pub use gate::{Gate, Places};
 
 use std::time::Duration;
 

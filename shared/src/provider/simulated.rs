@@ -149,8 +149,8 @@ impl Provider for SimulatedProvider {
             let latency = self.config.latency;
             // Each call ends with the time the "provider" took the message, or early
             // with what became of it.
-            let calls = batch.iter().map(|_| async {
-                let Some(_permit) = gate.start().await else {
+            let calls = batch.iter().map(|delivery| async {
+                let Some(_place) = gate.start(delivery.class).await else {
                     return Err(Attempt::NotStarted);
                 };
                 let started_at = Utc::now();

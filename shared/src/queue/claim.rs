@@ -17,6 +17,7 @@ const CLAIM_CHANNEL: Statement = statement!("notifications/claim_channel");
 const CLAIM_PACED: Statement = statement!("notifications/claim_paced");
 const START_FENCE: Statement = statement!("notifications/start_fence");
 const RELEASE: Statement = statement!("notifications/release");
+const LOCK_CHANNEL: Statement = statement!("channel_health/lock");
 
 /// A notification this worker holds: PROCESSING with `token`.
 #[derive(Debug, Clone)]
@@ -97,6 +98,34 @@ pub async fn claim(
         .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
     // UPDATE ... RETURNING has no order of its own; restore the claim order.
     claimed.sort_by_key(|c| (c.priority, c.next_attempt_at, c.created_at));
+    Ok(claimed)
+}
+
+/// Claims up to `limit` due notifications of a paced `channel` (see [`ClaimMode::Paced`])
+/// in a transaction that first waits for the channel's turn. Under load many sweepers
+/// claim the same channel at once; waiting inside the claim statement would leave it with
+/// a snapshot taken before the wait, and it would burn its time (holding the channel)
+/// stepping over rows others claimed meanwhile, which makes the next one wait longer.
+pub async fn claim_paced(
+    db: &mut deadpool_postgres::Client,
+    channel: Channel,
+    worker_id: &str,
+    limit: i64,
+    lease: Duration,
+) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+    let transaction = db.transaction().await?;
+    let lock = LOCK_CHANNEL.prepare(&transaction).await?;
+    transaction.execute(&lock, &[&channel]).await?;
+    let claimed = claim(
+        &transaction,
+        channel,
+        ClaimMode::Paced,
+        worker_id,
+        limit,
+        lease,
+    )
+    .await?;
+    transaction.commit().await?;
     Ok(claimed)
 }
 

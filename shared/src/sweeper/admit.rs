@@ -15,6 +15,10 @@ pub(super) struct Admitted<'a> {
     pub stopped: Vec<(uuid::Uuid, Stopped)>,
 }
 
+/// How often handing claims back is tried, and the pause between tries.
+const RELEASE_TRIES: u32 = 5;
+const RELEASE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Sweeper {
     /// In one short transaction: renew the lease of every claim still held (the start
     /// fence), re-check the audience rules (expired, suppressed or opted out since
@@ -84,24 +88,33 @@ impl Sweeper {
         })
     }
 
-    /// Hands claims back untried, due now. Best effort: what cannot be released now is
-    /// recovered when its lease expires.
+    /// Hands claims back untried, due now. A failure is tried again a few times (a pool
+    /// that cannot serve in time under load is the usual cause); what still cannot be
+    /// released is recovered when its lease expires.
     pub(super) async fn release(&self, claimed: &[&Claimed]) -> u64 {
         if claimed.is_empty() {
             return 0;
         }
         let batch: Vec<(&Claimed, _)> = claimed.iter().map(|c| (*c, None)).collect();
-        let released = match self.pool.get().await {
-            Ok(db) => queue::release(&db, &batch)
-                .await
-                .map_err(anyhow::Error::from),
-            Err(error) => Err(error.into()),
-        };
-        match released {
-            Ok(count) => count,
-            Err(error) => {
-                tracing::warn!(error = %crate::telemetry::describe(&error), count = claimed.len(), "could not release claims; their lease will expire");
-                0
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let released = match self.pool.get().await {
+                Ok(db) => queue::release(&db, &batch)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(error) => Err(error.into()),
+            };
+            match released {
+                Ok(count) => return count,
+                Err(error) if tries < RELEASE_TRIES => {
+                    tracing::debug!(error = %crate::telemetry::describe(&error), "could not release claims; retrying");
+                    tokio::time::sleep(RELEASE_RETRY_PAUSE).await;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %crate::telemetry::describe(&error), count = claimed.len(), "could not release claims; their lease will expire");
+                    return 0;
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! notification, and what a real provider's channel learnt (pauses, the circuit).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::Value;
@@ -15,12 +15,14 @@ use crate::channel::{self, Circuit, Observation};
 use crate::domain::Class;
 use crate::notification::Channel;
 use crate::provider::{Attempt, Delivery, Gate, ProviderOutcome};
-use crate::queue::{Claimed, Disposition};
+use crate::queue::{self, Claimed, Disposition, Settled};
 
 /// How long a channel pauses after a throttle without `Retry-After`.
 const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 /// How long a channel pauses after its provider said it cannot send for us.
 const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
+/// The pause between two tries at recording a batch's results.
+const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 impl Sweeper {
     /// Hands the batch to the provider; each delivery passes `gate` before it starts. A
@@ -113,6 +115,30 @@ impl Sweeper {
                 error,
                 delay: MISCONFIGURED_PAUSE,
             },
+        }
+    }
+
+    /// Records what became of a batch the provider was called for. Giving up here would
+    /// leave the claims to expire and be sent again, so a failure (no connection free in
+    /// time under load, a dropped connection) is retried until the lease would be over;
+    /// recording is idempotent: a row changes only while this claim still holds it.
+    pub(super) async fn record(&self, settled: &[Settled<'_>]) -> anyhow::Result<()> {
+        let give_up = Instant::now() + self.config.visibility_timeout;
+        loop {
+            let recorded = match self.pool.get().await {
+                Ok(db) => queue::record(&db, &self.worker_id, settled)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(error) => Err(error.into()),
+            };
+            match recorded {
+                Ok(_) => return Ok(()),
+                Err(error) if Instant::now() + RECORD_RETRY_PAUSE < give_up => {
+                    tracing::warn!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record a batch's results; retrying");
+                    tokio::time::sleep(RECORD_RETRY_PAUSE).await;
+                }
+                Err(error) => return Err(error),
+            }
         }
     }
 

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use tokio::sync::Semaphore;
 
 use crate::audience::address;
 use crate::backoff::{Random, ThreadRandom};
@@ -34,7 +33,7 @@ use crate::content::VersionCache;
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, Call, Gate, Provider, ProviderOutcome};
+use crate::provider::{Attempt, Call, Gate, Places, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
 use crate::{channel, content, ratelimit, retention};
@@ -74,7 +73,7 @@ pub struct Sweeper {
     retention: RetentionConfig,
     /// Deliveries in flight in this process: `WORKER_CONCURRENCY` places, shared by every
     /// lane.
-    permits: Arc<Semaphore>,
+    places: Places,
     recovery_interval: Duration,
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
@@ -147,7 +146,7 @@ impl Sweeper {
                 std::process::id(),
                 uuid::Uuid::new_v4().simple()
             ),
-            permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
+            places: Places::new(config.concurrency),
             config,
             retry,
             rate_limit: None,
@@ -205,14 +204,19 @@ impl Sweeper {
         &self.config
     }
 
+    /// The most connections this sweeper's pool opens.
+    pub fn pool_size(&self) -> usize {
+        self.pool.status().max_size
+    }
+
     /// Waits until a delivery could start, so a lane claims no work that would only wait
     /// for a place (or until `stop`).
     pub async fn wait_for_capacity(&self, stop: &StopSignal) {
-        if self.permits.available_permits() > 0 {
+        if self.places.any_free() {
             return;
         }
         tokio::select! {
-            permit = self.permits.acquire() => drop(permit),
+            () = self.places.wait_free() => {}
             () = stop.stopped() => {}
         }
     }
@@ -291,7 +295,7 @@ impl Sweeper {
         let held = sendable;
 
         let gate = Gate::new(
-            self.permits.clone(),
+            self.places.clone(),
             stop.clone(),
             self.config.provider_timeout,
         );
@@ -337,33 +341,29 @@ impl Sweeper {
         // After the provider was called nothing is refunded but what the provider refused
         // to work on: if recording fails, the lease expires and recovery resends with the
         // same key.
-        let db = self.pool.get().await?;
-        queue::record(&db, &self.worker_id, &settled).await?;
+        self.record(&settled).await?;
         Ok(outcome)
     }
 
-    /// Every channel's due work, each claimed by its own statement, the three sent
-    /// together on one connection. A channel sent by a real provider is paced.
+    /// Every channel's due work, each claimed by its own statement: the channels of the
+    /// simulated provider together on one connection, then each channel sent by a real
+    /// provider, paced, in its own short transaction.
     async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
-        let db = self.pool.get().await?;
-        let claims = Channel::ALL.map(|channel| {
-            let mode = if self.provider.is_real_for(channel) {
-                ClaimMode::Paced
-            } else {
-                ClaimMode::Free
-            };
-            queue::claim(
-                &db,
-                channel,
-                mode,
-                &self.worker_id,
-                self.config.batch_size,
-                self.config.visibility_timeout,
-            )
+        let mut db = self.pool.get().await?;
+        let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
+            .into_iter()
+            .partition(|channel| self.provider.is_real_for(*channel));
+        let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
+        let claims = free.into_iter().map(|channel| {
+            queue::claim(&db, channel, ClaimMode::Free, &self.worker_id, batch, lease)
         });
         let mut claimed = Vec::new();
         for channel in futures::future::join_all(claims).await {
             claimed.extend(channel?);
+        }
+        for channel in paced {
+            claimed
+                .extend(queue::claim_paced(&mut db, channel, &self.worker_id, batch, lease).await?);
         }
         Ok(claimed)
     }

@@ -3,25 +3,44 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use super::{SweepOutcome, Sweeper};
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
 /// Runs `sweep_once` on `concurrency` lanes until `stop` fires, and returns the sum of
 /// what they did. Lanes overlap the round trips of several batches; the deliveries in
-/// flight are bounded by the sweeper's gate, and a lane claims only when one could start. Lane 0 polls every poll interval; every lane wakes on `wake` and when
-/// another lane found a full batch (more work is likely waiting).
-pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOutcome {
-    let (more_work, _) = tokio::sync::watch::channel(0u64);
-    let more_work = Arc::new(more_work);
-    let lanes = sweeper.config().concurrency.max(1);
+/// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
+/// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
+/// interval. Each wake-up from the database, and each full batch (more work is likely
+/// waiting), wakes one idle lane, not all of them: fifty lanes woken by every new
+/// notification would queue fifty claims on the same rows for one notification.
+pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> SweepOutcome {
+    let ready = Arc::new(Notify::new());
+    let forwarder = {
+        let (ready, stop) = (ready.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = wake.notified() => ready.notify_one(),
+                    () = stop.stopped() => break,
+                }
+            }
+        })
+    };
+    // A lane needs a connection for its claim and its record, so more lanes than the pool
+    // holds (one kept for maintenance and the webhook drainer) would only queue for one.
+    let lanes = sweeper
+        .config()
+        .concurrency
+        .min(sweeper.pool_size().saturating_sub(1))
+        .max(1);
     let mut tasks = tokio::task::JoinSet::new();
     for lane in 0..lanes {
         let sweeper = sweeper.clone();
-        let mut wake = wake.clone();
         let stop = stop.clone();
-        let more_work = more_work.clone();
-        let mut more_work_seen = more_work.subscribe();
+        let ready = ready.clone();
         tasks.spawn(async move {
             let mut total = SweepOutcome::default();
             let mut failures = 0u32;
@@ -35,7 +54,7 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
                         failures = 0;
                         total += outcome;
                         if outcome.full {
-                            more_work.send_modify(|n| *n += 1);
+                            ready.notify_one();
                         }
                         outcome.claimed == 0
                     }
@@ -63,8 +82,7 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
                     }
                 };
                 tokio::select! {
-                    () = wake.notified() => {}
-                    _ = more_work_seen.changed() => {}
+                    () = ready.notified() => {}
                     () = poll_timer => {}
                     () = stop.stopped() => {}
                 }
@@ -78,5 +96,6 @@ pub async fn run(sweeper: Arc<Sweeper>, wake: Wake, stop: StopSignal) -> SweepOu
             total += lane_total;
         }
     }
+    forwarder.abort();
     total
 }
