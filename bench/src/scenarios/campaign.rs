@@ -53,7 +53,7 @@ fn env(stub: &AwsStub) -> Vec<(String, String)> {
             TRANSACTIONAL_RESERVED.to_string(),
         ),
         ("WORKER_CONCURRENCY", "64".to_string()),
-        ("WORKER_BATCH_SIZE", "500".to_string()),
+        ("WORKER_BATCH_SIZE", "100".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
