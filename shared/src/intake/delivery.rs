@@ -14,7 +14,7 @@ use crate::auth::Caller;
 use crate::channel;
 use crate::notification::{Channel, format_time};
 use crate::queue;
-use crate::webhook::outbox;
+use crate::webhook::events;
 
 /// `GET /notifications/{id}/attempts`: its provider calls, oldest first.
 pub async fn attempts(
@@ -43,7 +43,7 @@ pub async fn webhook_events(
     if queue::find(&db, id, caller.owner_filter()).await?.is_none() {
         return Err(ApiError::not_found(format!("Notification {id} not found")));
     }
-    let items = outbox::events_of(&db, id).await?;
+    let items = events::events_of(&db, id).await?;
     Ok(Json(json!({ "items": items })).into_response())
 }
 

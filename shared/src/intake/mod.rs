@@ -14,6 +14,7 @@ pub mod handlers;
 mod middleware;
 mod operations;
 pub mod payload;
+mod recipient_body;
 pub mod recipients;
 pub mod request;
 mod suppressions;

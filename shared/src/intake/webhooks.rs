@@ -24,7 +24,7 @@ use crate::notification::format_time;
 use crate::problems::Problems;
 use crate::webhook::destination;
 use crate::webhook::endpoints::{self, EVENT_TYPES};
-use crate::webhook::outbox::{self, EventFilter};
+use crate::webhook::events::{self, EventFilter};
 
 const URL_MAX: usize = 2048;
 /// Events a replay sends again at most, per call.
@@ -169,7 +169,7 @@ pub async fn list_events(
     let mut filter = parse_event_query(query.as_deref().unwrap_or(""))?;
     filter.owner = endpoints::manages(&caller);
     let db = state.pool.get().await?;
-    let mut items = outbox::list(
+    let mut items = events::list(
         &db,
         &EventFilter {
             limit: filter.limit + 1,
@@ -278,7 +278,7 @@ pub async fn replay(
     {
         return Err(not_found(id));
     }
-    let replayed = outbox::replay(&db, endpoints::manages(&caller), endpoint, since, limit).await?;
+    let replayed = events::replay(&db, endpoints::manages(&caller), endpoint, since, limit).await?;
     Ok(Json(json!({ "replayed": replayed.len() })).into_response())
 }
 

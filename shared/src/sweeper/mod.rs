@@ -5,10 +5,12 @@
 //!
 //! - [`admit`]: the start fence, the rate limit, handing claims back.
 //! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
+//! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns).
 
 mod admit;
 mod deliver;
 pub mod function;
+mod maintain;
 mod outcome;
 mod render;
 mod run;
@@ -17,7 +19,7 @@ pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
 pub use run::run;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,7 @@ use deadpool_postgres::Pool;
 
 use crate::audience::address;
 use crate::backoff::{Random, ThreadRandom};
+use crate::channel;
 use crate::config::{
     AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetentionConfig, RetryPolicy,
     WorkerConfig,
@@ -36,27 +39,11 @@ use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Call, Gate, Places, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
 use crate::stop::StopSignal;
-use crate::{channel, content, ratelimit, retention};
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
-/// Expired claims returned per recovery statement.
-const RECOVERY_BATCH: i64 = 1000;
 /// Lease a claim must still have at the start fence beyond the provider time limits.
 const FENCE_MARGIN: Duration = Duration::from_secs(5);
-/// How often PENDING notifications past their `expiresAt` are marked EXPIRED (the claim
-/// skips them meanwhile), and how many per statement.
-const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
-const EXPIRY_BATCH: i64 = 1000;
-/// Time a step may spend expanding campaigns (at least one chunk when one is expanding),
-/// and how often finished campaigns are looked for.
-const EXPANSION_BUDGET: Duration = Duration::from_millis(250);
-const FINISH_INTERVAL: Duration = Duration::from_secs(1);
-/// After finding no campaign to expand, steps do not look again for this long (so steps
-/// without campaigns pay nothing for them).
-const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
-/// How often reservations of recipients no batch has seen lately are swept away.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 pub struct Sweeper {
     pool: Pool,
@@ -366,116 +353,5 @@ impl Sweeper {
                 .extend(queue::claim_paced(&mut db, channel, &self.worker_id, batch, lease).await?);
         }
         Ok(claimed)
-    }
-
-    /// The housekeeping a step does now and then: pruning old reservations, expiring
-    /// notifications past their `expiresAt`, recovering expired claims, deleting what
-    /// finished longer ago than the retention.
-    async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
-        let mut outcome = SweepOutcome::default();
-        if let Some(limit) = &self.rate_limit
-            && due(&self.last_prune, PRUNE_INTERVAL)
-        {
-            let db = self.pool.get().await?;
-            ratelimit::prune_expired(&db, limit.window).await?;
-        }
-        if due(&self.last_expiry, EXPIRY_INTERVAL) {
-            let db = self.pool.get().await?;
-            outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
-        }
-        if due(&self.last_retention, retention::INTERVAL) {
-            let deleted = retention::step(&self.pool, &self.retention).await?;
-            outcome.purged += deleted.notifications_deleted;
-            outcome.webhook_events_purged += deleted.webhook_events_deleted;
-            if deleted != retention::Deleted::default() {
-                tracing::info!(
-                    notifications = deleted.notifications_deleted,
-                    webhook_events = deleted.webhook_events_deleted,
-                    "retention deleted finished work"
-                );
-            }
-        }
-        self.expand_campaigns().await;
-        if due(&self.last_finish, FINISH_INTERVAL) {
-            let db = self.pool.get().await?;
-            let finished = content::campaigns::finish(&db).await?;
-            if finished > 0 {
-                tracing::info!(finished, "campaigns done");
-            }
-        }
-        if due(&self.last_recovery, self.recovery_interval) {
-            let db = self.pool.get().await?;
-            let recovered =
-                queue::recover_expired(&db, self.config.visibility_timeout, RECOVERY_BATCH).await?;
-            outcome.recovered = recovered.requeued + recovered.dead_lettered;
-            outcome.dead_lettered += recovered.dead_lettered;
-            if outcome.recovered > 0 {
-                tracing::warn!(
-                    requeued = recovered.requeued,
-                    dead_lettered = recovered.dead_lettered,
-                    "recovered expired claims"
-                );
-            }
-        }
-        Ok(outcome)
-    }
-}
-
-impl Sweeper {
-    /// Expands campaign chunks for at most [`EXPANSION_BUDGET`], in one lane at a time. A
-    /// failure is logged, not the step's: sending goes on, and the chunk that failed is
-    /// expanded again by a later step.
-    async fn expand_campaigns(&self) {
-        let idle = self
-            .nothing_to_expand
-            .lock()
-            .ok()
-            .and_then(|at| *at)
-            .is_some_and(|at| at.elapsed() < EXPANSION_IDLE_INTERVAL);
-        if idle || self.expanding.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let started = Instant::now();
-        let mut recipients = 0;
-        while started.elapsed() < EXPANSION_BUDGET {
-            match content::campaigns::expand_chunk(
-                &self.pool,
-                &self.audience.secret,
-                self.retry.max_attempts(),
-            )
-            .await
-            {
-                Ok(Some(chunk)) => recipients += chunk,
-                Ok(None) => {
-                    if let Ok(mut at) = self.nothing_to_expand.lock() {
-                        *at = Some(Instant::now());
-                    }
-                    break;
-                }
-                Err(error) => {
-                    tracing::warn!(error = %crate::telemetry::describe(&error), "campaign expansion failed; a later step resumes it");
-                    break;
-                }
-            }
-        }
-        if recipients > 0 {
-            tracing::info!(recipients, "campaign recipients expanded");
-        }
-        self.expanding.store(false, Ordering::Release);
-    }
-}
-
-/// True (and remembered) when `interval` has passed since the last time this said true.
-fn due(last: &Mutex<Option<Instant>>, interval: Duration) -> bool {
-    let Ok(mut last) = last.lock() else {
-        return true;
-    };
-    let now = Instant::now();
-    match *last {
-        Some(at) if now.duration_since(at) < interval => false,
-        _ => {
-            *last = Some(now);
-            true
-        }
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! - [`endpoints`]: registered endpoints, their event types and secrets.
 //! - [`destination`]: the SSRF rules and the HTTP client that enforces them.
-//! - [`outbox`]: the SQL (route, claim, record, counts, list, replay).
+//! - [`outbox`]: the drainer's SQL (route, claim, record, counts, purge, health).
+//! - [`events`]: what the API reads (list, a notification's events, replay).
 //! - [`post`]: one signed request.
 //! - [`signing`]: Standard Webhooks v1 signatures.
 //! - [`drainer`]: the step function [`WebhookDrainer::drain_once`] and the loop [`run`].
@@ -22,6 +23,7 @@
 pub mod destination;
 pub mod drainer;
 pub mod endpoints;
+pub mod events;
 pub mod function;
 pub mod outbox;
 pub mod post;

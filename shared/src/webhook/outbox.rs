@@ -1,6 +1,6 @@
-//! The only SQL on `webhook_events` outside the notification transitions that insert them:
-//! route new events to their endpoints, claim due events under a lease, record a batch of
-//! dispatch outcomes, count for metrics, list and replay.
+//! The only SQL on `webhook_events` outside the notification transitions that insert them
+//! and what the API reads ([`super::events`]): route new events to their endpoints, claim
+//! due events under a lease, record a batch of dispatch outcomes, count for metrics, purge.
 //!
 //! A claim counts the dispatch attempt; every later statement names the attempt it expects
 //! (`id, dispatch_attempts`), so a drainer whose lease expired and was taken over changes
@@ -18,13 +18,10 @@ use crate::webhook::signing::SigningKey;
 
 const ROUTE: Statement = statement!("webhook_events/route");
 const CLAIM: Statement = statement!("webhook_events/claim");
-const REPLAY: Statement = statement!("webhook_events/replay");
-const LIST: Statement = statement!("webhook_events/list");
 const RECORD: Statement = statement!("webhook_events/record");
 const COUNTS: Statement = statement!("webhook_events/counts");
 const PURGE: Statement = statement!("webhook_events/purge");
 const DIGEST_OUTBOX: Statement = statement!("webhook_events/digest_outbox");
-const LIST_FOR_NOTIFICATION: Statement = statement!("webhook_events/list_for_notification");
 
 /// The `last_error` of an event whose lease expired on its final dispatch attempt.
 pub const LEASE_EXPIRED_ON_FINAL_ATTEMPT: &str =
@@ -224,92 +221,6 @@ fn destination(row: &tokio_postgres::Row) -> Result<Destination, tokio_postgres:
     })
 }
 
-/// Sends up to `limit` GIVEN_UP events again (see the statement) and returns their row ids.
-/// `owner`: only events of that key's endpoints (a client); `endpoint`: only that one's;
-/// `since`: only events created then or later.
-pub async fn replay(
-    db: &impl GenericClient,
-    owner: Option<Uuid>,
-    endpoint: Option<Uuid>,
-    since: Option<DateTime<Utc>>,
-    limit: i64,
-) -> Result<Vec<Uuid>, tokio_postgres::Error> {
-    let statement = REPLAY.prepare(db).await?;
-    db.query(&statement, &[&owner, &endpoint, &since, &limit])
-        .await?
-        .iter()
-        .map(|row| row.try_get("id"))
-        .collect()
-}
-
-/// One row of `GET /webhook-events`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ListedEvent {
-    pub event_id: Uuid,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub status: String,
-    pub attempts: i32,
-    pub endpoint_id: Option<Uuid>,
-    #[serde(serialize_with = "crate::notification::serialize_time")]
-    pub created_at: DateTime<Utc>,
-    pub last_error: Option<String>,
-    /// The keyset position (the row), for the next page's cursor.
-    #[serde(skip)]
-    pub row_id: Uuid,
-}
-
-/// What `GET /webhook-events` filters on.
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    /// Only events of that key's endpoints (a client).
-    pub owner: Option<Uuid>,
-    pub endpoint: Option<Uuid>,
-    /// A dispatch state: PENDING, DISPATCHING, DELIVERED or GIVEN_UP.
-    pub status: Option<String>,
-    /// After this (created_at, row id), newest first.
-    pub after: Option<(DateTime<Utc>, Uuid)>,
-    pub limit: i64,
-}
-
-pub async fn list(
-    db: &impl GenericClient,
-    filter: &EventFilter,
-) -> Result<Vec<ListedEvent>, tokio_postgres::Error> {
-    let statement = LIST.prepare(db).await?;
-    let (after_time, after_id) = match filter.after {
-        Some((time, id)) => (Some(time), Some(id)),
-        None => (None, None),
-    };
-    db.query(
-        &statement,
-        &[
-            &filter.owner,
-            &filter.endpoint,
-            &filter.status,
-            &filter.limit,
-            &after_time,
-            &after_id,
-        ],
-    )
-    .await?
-    .iter()
-    .map(|row| {
-        Ok(ListedEvent {
-            event_id: row.try_get("event_id")?,
-            kind: row.try_get("type")?,
-            status: row.try_get("dispatch_state")?,
-            attempts: row.try_get("dispatch_attempts")?,
-            endpoint_id: row.try_get("endpoint_id")?,
-            created_at: row.try_get("created_at")?,
-            last_error: row.try_get("last_error")?,
-            row_id: row.try_get("id")?,
-        })
-    })
-    .collect()
-}
-
 /// What happened to one claimed event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dispatch {
@@ -428,66 +339,4 @@ pub async fn health(
         given_up: row.try_get("given_up")?,
         top_errors: row.try_get("top_errors")?,
     })
-}
-
-/// A notification's webhook event and its dispatch, as `GET
-/// /notifications/{id}/webhook-events` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EventView {
-    pub event_id: Uuid,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub status: Option<String>,
-    pub attempt_count: Option<i32>,
-    pub redrive_generation: Option<i32>,
-    #[serde(serialize_with = "crate::notification::serialize_time")]
-    pub occurred_at: DateTime<Utc>,
-    pub dispatch_state: String,
-    pub dispatch_attempts: i32,
-    #[serde(serialize_with = "crate::notification::serialize_time")]
-    pub next_dispatch_at: DateTime<Utc>,
-    pub last_error: Option<String>,
-    #[serde(serialize_with = "optional_time")]
-    pub delivered_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "optional_time")]
-    pub given_up_at: Option<DateTime<Utc>>,
-}
-
-fn optional_time<S: serde::Serializer>(
-    time: &Option<DateTime<Utc>>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match time {
-        Some(time) => crate::notification::serialize_time(time, s),
-        None => s.serialize_none(),
-    }
-}
-
-/// The webhook events of a notification, oldest first.
-pub async fn events_of(
-    db: &impl GenericClient,
-    notification: Uuid,
-) -> Result<Vec<EventView>, tokio_postgres::Error> {
-    let statement = LIST_FOR_NOTIFICATION.prepare(db).await?;
-    db.query(&statement, &[&notification])
-        .await?
-        .iter()
-        .map(|row| {
-            Ok(EventView {
-                event_id: row.try_get("id")?,
-                kind: row.try_get("type")?,
-                status: row.try_get("status")?,
-                attempt_count: row.try_get("attempt_count")?,
-                redrive_generation: row.try_get("redrive_generation")?,
-                occurred_at: row.try_get("occurred_at")?,
-                dispatch_state: row.try_get("dispatch_state")?,
-                dispatch_attempts: row.try_get("dispatch_attempts")?,
-                next_dispatch_at: row.try_get("next_dispatch_at")?,
-                last_error: row.try_get("last_error")?,
-                delivered_at: row.try_get("delivered_at")?,
-                given_up_at: row.try_get("given_up_at")?,
-            })
-        })
-        .collect()
 }

@@ -1,21 +1,25 @@
 //! Validation of the create request: every failing field is reported at once, with no
 //! type coercion, and unknown properties rejected by name.
 
-use chrono::{DateTime, TimeDelta, Utc};
+mod message;
+mod timing;
+
+pub use message::template_use;
+pub use timing::{SEND_AT_HORIZON_DAYS, TTL_SECONDS_MAX};
+
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::request::{CreateRequest, RequestTarget, TemplateUse};
-use super::times::parse_iso;
+use super::request::{CreateRequest, RequestTarget};
 use crate::notification::{Channel, Class, Priority};
-use crate::problems::{FieldError, Problems, contains_nul};
-use crate::queue::{Due, Expiry};
+use crate::problems::{FieldError, Problems};
+use crate::queue::Due;
+use message::literal_payload;
+use timing::{expiry, parse_send_at};
 
 pub use crate::domain::RECIPIENT_MAX;
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 pub const DELAY_SECONDS_MAX: i64 = 31_536_000;
-pub const SEND_AT_HORIZON_DAYS: i64 = 365;
-
-pub const TTL_SECONDS_MAX: i64 = 2_592_000;
 
 const FIELDS: [&str; 14] = [
     "recipient",
@@ -241,132 +245,6 @@ pub fn validate_create_for(
     }
 }
 
-/// A literal payload: a JSON object without NUL and without the member that marks a
-/// template reference.
-fn literal_payload(payload: &Value, problems: &mut Problems) -> Option<Value> {
-    match payload {
-        value @ Value::Object(_) if contains_nul(value) => {
-            problems.add(
-                "payload",
-                "payload must not contain NUL (\\u0000) characters",
-            );
-            None
-        }
-        Value::Object(fields) if fields.contains_key(crate::content::reference::MARKER) => {
-            problems.add(
-                "payload",
-                "payload must not have a $template member; send template instead",
-            );
-            None
-        }
-        value @ Value::Object(_) => Some(value.clone()),
-        _ => {
-            problems.add("payload", "payload must be a JSON object");
-            None
-        }
-    }
-}
-
-/// `template`: `{"id", "version"?, "data"?}`; the template and its data.
-pub fn template_use(value: &Value, problems: &mut Problems) -> Option<(TemplateUse, Value)> {
-    let Some(object) = value.as_object() else {
-        problems.add(
-            "template",
-            "template must be an object with id, version and data",
-        );
-        return None;
-    };
-    for key in object.keys() {
-        if !["id", "version", "data"].contains(&key.as_str()) {
-            problems.unknown(&format!("template.{key}"));
-        }
-    }
-    let id = match object.get("id") {
-        Some(Value::String(id)) if is_category(id) => Some(id.clone()),
-        _ => {
-            problems.add(
-                "template.id",
-                "template.id must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
-            );
-            None
-        }
-    };
-    let version = match object.get("version") {
-        None => Some(None),
-        Some(value) => problems
-            .integer_in("template.version", value.as_i64(), 1..=i64::from(i32::MAX))
-            .map(|v| Some(v as i32)),
-    };
-    let data = super::templates::data_object(object.get("data"), "template.data", problems);
-    match (id, version, data) {
-        (Some(id), Some(version), Some(data)) => Some((
-            TemplateUse {
-                id,
-                version,
-                locale: None,
-                campaign: None,
-                pinned: None,
-            },
-            data,
-        )),
-        _ => None,
-    }
-}
-
-/// `expiresAt` (absolute, after the due time) or `ttlSeconds` (from the due time), not
-/// both: `Some(None)` when neither is given, `None` after a problem.
-fn expiry(
-    object: &serde_json::Map<String, Value>,
-    now: DateTime<Utc>,
-    due: Option<Due>,
-    problems: &mut Problems,
-) -> Option<Option<Expiry>> {
-    match (object.get("expiresAt"), object.get("ttlSeconds")) {
-        (None, None) => Some(None),
-        (Some(at), None) => {
-            let parsed = at
-                .as_str()
-                .ok_or_else(|| "expiresAt must be a valid ISO 8601 date-time".to_string())
-                .and_then(|text| parse_iso("expiresAt", text));
-            let earliest = match due {
-                Some(Due::At(at)) => at.max(now),
-                Some(Due::AfterSeconds(seconds)) => now + TimeDelta::seconds(i64::from(seconds)),
-                None => now,
-            };
-            match parsed {
-                Ok(at) if at <= earliest => {
-                    problems.add("expiresAt", "expiresAt must be after the time it is due");
-                    None
-                }
-                Ok(at) => Some(Some(Expiry::At(at))),
-                Err(message) => {
-                    problems.add("expiresAt", message);
-                    None
-                }
-            }
-        }
-        (None, Some(ttl)) => match ttl.as_i64() {
-            Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => {
-                Some(Some(Expiry::AfterSeconds(seconds as i32)))
-            }
-            _ => {
-                problems.add(
-                    "ttlSeconds",
-                    format!("ttlSeconds must be an integer between 1 and {TTL_SECONDS_MAX}"),
-                );
-                None
-            }
-        },
-        (Some(_), Some(_)) => {
-            problems.add(
-                "expiresAt",
-                "Provide at most one of expiresAt or ttlSeconds",
-            );
-            None
-        }
-    }
-}
-
 /// A required enumeration value, given as one of its exact spellings.
 fn required_one_of<T>(
     problems: &mut Problems,
@@ -382,18 +260,6 @@ fn required_one_of<T>(
         }
         Some(value) => problems.one_of(field, value.as_str(), parse, allowed),
     }
-}
-
-/// Strict ISO-8601 date-time: `YYYY-MM-DDTHH:MM[:SS[.fraction]]` and an explicit offset.
-fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let Some(text) = value.as_str() else {
-        return Err("sendAt must be a valid ISO 8601 date-time".into());
-    };
-    let at = parse_iso("sendAt", text)?;
-    if at - now > TimeDelta::days(SEND_AT_HORIZON_DAYS) {
-        return Err("sendAt must be within 365 days from now".into());
-    }
-    Ok(at)
 }
 
 #[cfg(test)]

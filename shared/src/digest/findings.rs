@@ -1,22 +1,14 @@
-//! `GET /digest`: what needs attention now, ranked, each finding with its evidence and the
-//! action that fixes it. Every figure is one indexed aggregate read by the module that
-//! owns its table (queue, channel, webhook outbox, suppressions, keys); this module only
-//! decides what is a finding, how severe, and in which order.
-//!
-//! Not computed here (their sources do not exist yet): `CAMPAIGN_STALLED` (campaigns) and
-//! per-endpoint webhook findings (webhook endpoints); the outbox findings are about the
-//! one configured endpoint.
+//! What is a finding: the thresholds, and the finding each figure becomes (its severity,
+//! evidence, action and weight).
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::{Finding, Severity};
 use crate::audience::suppressions;
 use crate::auth;
 use crate::channel::{self, Circuit};
-use crate::config::CircuitConfig;
-use crate::notification::{Status, format_time};
+use crate::notification::format_time;
 use crate::queue::stats;
 use crate::webhook::outbox;
 
@@ -43,106 +35,11 @@ pub const SUPPRESSION_BASELINE_HOURS: i64 = 168;
 /// Keys neither used nor created for this many days.
 pub const UNUSED_KEY_DAYS: i64 = 90;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Critical,
-    Warning,
-    Info,
-}
-
-/// One thing that needs attention.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Finding {
-    pub severity: Severity,
-    pub code: &'static str,
-    pub title: String,
-    pub evidence: Value,
-    pub action: String,
-    /// The API call that carries out the action, when one does (`{method, path, body}`):
-    /// the console shows it as a button.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request: Option<Value>,
-    /// Orders findings of one severity: the larger, the higher.
-    #[serde(skip)]
-    pub weight: f64,
-}
-
-/// The body of `GET /digest`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Digest {
-    #[serde(serialize_with = "crate::notification::serialize_time")]
-    pub generated_at: DateTime<Utc>,
-    pub findings: Vec<Finding>,
-}
-
-/// Reads every source (the statements are sent together on one connection) and ranks the
-/// findings: critical, then warning, then info; within a severity the heaviest first.
-pub async fn read(
-    db: &impl GenericClient,
-    circuit: &CircuitConfig,
-) -> Result<Digest, tokio_postgres::Error> {
-    let (dead, lanes, breakdown, channels, outbox_health, outbox_counts, spikes, keys) = tokio::join!(
-        stats::dead_letter_growth(db, DEAD_LETTER_WINDOW_SECONDS),
-        stats::lag_by_lane(db),
-        stats::breakdown(db),
-        channel::read(db, circuit),
-        outbox::health(db, WEBHOOK_GIVEN_UP_WINDOW_SECONDS),
-        outbox::counts(db),
-        suppressions::hourly(db, SUPPRESSION_BASELINE_HOURS),
-        auth::unused_keys(db, UNUSED_KEY_DAYS),
-    );
-    let now = Utc::now();
-    let breakdown = breakdown?;
-    let dead_lettered_total = breakdown
-        .iter()
-        .filter(|b| b.status == Status::DeadLettered)
-        .map(|b| b.count)
-        .sum();
-    let mut findings = Vec::new();
-    findings.extend(dead_letter_finding(&dead?, dead_lettered_total));
-    findings.extend(channels?.iter().flat_map(channel_findings));
-    findings.extend(lanes?.iter().filter_map(|lane| {
-        let pending = breakdown
-            .iter()
-            .filter(|b| {
-                b.status == Status::Pending
-                    && b.channel == lane.channel
-                    && b.priority == lane.priority
-            })
-            .map(|b| b.count)
-            .sum();
-        lag_finding(lane, pending)
-    }));
-    findings.extend(outbox_findings(&outbox_health?, &outbox_counts?, now));
-    findings.extend(spikes?.iter().filter_map(spike_finding));
-    findings.extend(keys?.iter().map(unused_key_finding));
-    Ok(Digest {
-        generated_at: now,
-        findings: rank(findings),
-    })
-}
-
-/// Critical first, then warning, then info; the heaviest first within a severity; then by
-/// code and title so equal findings keep one order.
-pub fn rank(mut findings: Vec<Finding>) -> Vec<Finding> {
-    findings.sort_by(|a, b| {
-        a.severity
-            .cmp(&b.severity)
-            .then(b.weight.total_cmp(&a.weight))
-            .then(a.code.cmp(b.code))
-            .then(a.title.cmp(&b.title))
-    });
-    findings
-}
-
 fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
-fn dead_letter_finding(
+pub(super) fn dead_letter_finding(
     growth: &stats::DeadLetterGrowth,
     dead_lettered_total: i64,
 ) -> Option<Finding> {
@@ -182,7 +79,7 @@ fn dead_letter_finding(
     })
 }
 
-fn channel_findings(state: &channel::ChannelState) -> Vec<Finding> {
+pub(super) fn channel_findings(state: &channel::ChannelState) -> Vec<Finding> {
     let mut findings = Vec::new();
     let channel = state.channel.as_str();
     if state.circuit != Circuit::Closed {
@@ -234,7 +131,7 @@ fn channel_findings(state: &channel::ChannelState) -> Vec<Finding> {
     findings
 }
 
-fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding> {
+pub(super) fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding> {
     if lane.lag_seconds < QUEUE_LAG_WARNING_SECONDS {
         return None;
     }
@@ -267,7 +164,7 @@ fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding> {
     })
 }
 
-fn outbox_findings(
+pub(super) fn outbox_findings(
     health: &outbox::OutboxHealth,
     counts: &outbox::OutboxCounts,
     now: DateTime<Utc>,
@@ -321,7 +218,7 @@ fn outbox_findings(
     findings
 }
 
-fn spike_finding(hourly: &suppressions::HourlySuppressions) -> Option<Finding> {
+pub(super) fn spike_finding(hourly: &suppressions::HourlySuppressions) -> Option<Finding> {
     let baseline_per_hour = hourly.baseline as f64 / SUPPRESSION_BASELINE_HOURS as f64;
     let factor = hourly.last_hour as f64 / baseline_per_hour.max(1.0);
     if hourly.last_hour < SUPPRESSION_SPIKE_MIN || factor < SUPPRESSION_SPIKE_FACTOR {
@@ -356,7 +253,7 @@ fn spike_finding(hourly: &suppressions::HourlySuppressions) -> Option<Finding> {
     })
 }
 
-fn unused_key_finding(key: &auth::UnusedKey) -> Finding {
+pub(super) fn unused_key_finding(key: &auth::UnusedKey) -> Finding {
     let since = key.last_used_at.unwrap_or(key.created_at);
     let days = (Utc::now() - since).num_days();
     Finding {
@@ -376,44 +273,5 @@ fn unused_key_finding(key: &auth::UnusedKey) -> Finding {
         ),
         request: None,
         weight: days as f64,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn finding(severity: Severity, code: &'static str, weight: f64) -> Finding {
-        Finding {
-            severity,
-            code,
-            title: code.to_string(),
-            evidence: json!({}),
-            action: String::new(),
-            request: None,
-            weight,
-        }
-    }
-
-    #[test]
-    fn ranking_is_by_severity_then_weight() {
-        let ranked = rank(vec![
-            finding(Severity::Info, "UNUSED_KEY", 500.0),
-            finding(Severity::Warning, "QUEUE_LAG", 90.0),
-            finding(Severity::Critical, "DLQ_GROWTH", 100.0),
-            finding(Severity::Warning, "DLQ_GROWTH", 5.0),
-            finding(Severity::Critical, "CIRCUIT_OPEN", 1.0),
-        ]);
-        let order: Vec<_> = ranked.iter().map(|f| (f.severity, f.code)).collect();
-        assert_eq!(
-            order,
-            vec![
-                (Severity::Critical, "DLQ_GROWTH"),
-                (Severity::Critical, "CIRCUIT_OPEN"),
-                (Severity::Warning, "QUEUE_LAG"),
-                (Severity::Warning, "DLQ_GROWTH"),
-                (Severity::Info, "UNUSED_KEY"),
-            ]
-        );
     }
 }

@@ -1,0 +1,79 @@
+//! When a notification is due and when it expires: `sendAt` (bounded to a year ahead), and
+//! `expiresAt` or `ttlSeconds`.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::Value;
+
+use crate::intake::times::parse_iso;
+use crate::problems::Problems;
+use crate::queue::{Due, Expiry};
+
+pub const SEND_AT_HORIZON_DAYS: i64 = 365;
+
+pub const TTL_SECONDS_MAX: i64 = 2_592_000;
+
+/// `expiresAt` (absolute, after the due time) or `ttlSeconds` (from the due time), not
+/// both: `Some(None)` when neither is given, `None` after a problem.
+pub(super) fn expiry(
+    object: &serde_json::Map<String, Value>,
+    now: DateTime<Utc>,
+    due: Option<Due>,
+    problems: &mut Problems,
+) -> Option<Option<Expiry>> {
+    match (object.get("expiresAt"), object.get("ttlSeconds")) {
+        (None, None) => Some(None),
+        (Some(at), None) => {
+            let parsed = at
+                .as_str()
+                .ok_or_else(|| "expiresAt must be a valid ISO 8601 date-time".to_string())
+                .and_then(|text| parse_iso("expiresAt", text));
+            let earliest = match due {
+                Some(Due::At(at)) => at.max(now),
+                Some(Due::AfterSeconds(seconds)) => now + TimeDelta::seconds(i64::from(seconds)),
+                None => now,
+            };
+            match parsed {
+                Ok(at) if at <= earliest => {
+                    problems.add("expiresAt", "expiresAt must be after the time it is due");
+                    None
+                }
+                Ok(at) => Some(Some(Expiry::At(at))),
+                Err(message) => {
+                    problems.add("expiresAt", message);
+                    None
+                }
+            }
+        }
+        (None, Some(ttl)) => match ttl.as_i64() {
+            Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => {
+                Some(Some(Expiry::AfterSeconds(seconds as i32)))
+            }
+            _ => {
+                problems.add(
+                    "ttlSeconds",
+                    format!("ttlSeconds must be an integer between 1 and {TTL_SECONDS_MAX}"),
+                );
+                None
+            }
+        },
+        (Some(_), Some(_)) => {
+            problems.add(
+                "expiresAt",
+                "Provide at most one of expiresAt or ttlSeconds",
+            );
+            None
+        }
+    }
+}
+
+/// Strict ISO-8601 date-time: `YYYY-MM-DDTHH:MM[:SS[.fraction]]` and an explicit offset.
+pub(super) fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let Some(text) = value.as_str() else {
+        return Err("sendAt must be a valid ISO 8601 date-time".into());
+    };
+    let at = parse_iso("sendAt", text)?;
+    if at - now > TimeDelta::days(SEND_AT_HORIZON_DAYS) {
+        return Err("sendAt must be within 365 days from now".into());
+    }
+    Ok(at)
+}
