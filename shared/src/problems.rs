@@ -74,6 +74,30 @@ impl Problems {
         values
     }
 
+    /// A listing's page from its query string `values`: `limit` (1–100; `None` when not
+    /// given) and `cursor`, read by `decode` (a listing's own format; `None` when not
+    /// given). Either one malformed is reported, worded the same for every listing.
+    pub fn page<T>(
+        &mut self,
+        values: &HashMap<&str, &str>,
+        decode: impl FnOnce(&str) -> Option<T>,
+    ) -> (Option<i64>, Option<T>) {
+        let limit = values
+            .get("limit")
+            .and_then(|limit| self.integer_in("limit", limit.parse().ok(), 1..=100));
+        let after = values.get("cursor").and_then(|cursor| {
+            let position = decode(cursor);
+            if position.is_none() {
+                self.add(
+                    "cursor",
+                    "cursor is not valid; use the nextCursor from a previous page",
+                );
+            }
+            position
+        });
+        (limit, after)
+    }
+
     /// Every key of `object` outside `allowed` is reported.
     pub fn only(&mut self, object: &Map<String, Value>, allowed: &[&str]) {
         for key in object.keys() {

@@ -178,22 +178,8 @@ pub async fn list(
             .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
     let mut problems = Problems::new();
     let values = problems.query(&pairs, &["limit", "cursor"]);
-    let mut limit = 20;
-    let mut after = None;
-    if let Some(value) = values.get("limit")
-        && let Some(n) = problems.integer_in("limit", value.parse().ok(), 1..=100)
-    {
-        limit = n;
-    }
-    if let Some(value) = values.get("cursor") {
-        match Cursor::decode(value) {
-            Some(cursor) => after = Some(cursor),
-            None => problems.add(
-                "cursor",
-                "cursor is not valid; use the nextCursor from a previous page",
-            ),
-        }
-    }
+    let (limit, after) = problems.page(&values, Cursor::decode);
+    let limit = limit.unwrap_or(20);
     problems.or(())?;
     let db = state.pool.get().await?;
     let mut page: Vec<Campaign> = campaigns::list(&db, after.as_ref(), limit + 1).await?;

@@ -184,23 +184,13 @@ pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
             );
         }
     }
-    if let Some(limit) = values.get("limit")
-        && let Some(limit) = problems.integer_in("limit", limit.parse().ok(), 1..=100)
-    {
-        filter.limit = limit;
-    }
-    if let Some(cursor) = values.get("cursor") {
-        match (cursor.len() <= CURSOR_MAX)
+    let (limit, after) = problems.page(&values, |cursor| {
+        (cursor.len() <= CURSOR_MAX)
             .then(|| Cursor::decode(cursor))
             .flatten()
-        {
-            Some(cursor) => filter.after = Some(cursor),
-            None => problems.add(
-                "cursor",
-                "cursor is not valid; use the nextCursor from a previous page",
-            ),
-        }
-    }
+    });
+    filter.limit = limit.unwrap_or(filter.limit);
+    filter.after = after;
     Ok(problems.or(filter)?)
 }
 

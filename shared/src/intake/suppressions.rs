@@ -179,20 +179,9 @@ fn parse_query(query: &str) -> Result<ListQuery, ApiError> {
             parsed.address = Some((*address).to_string());
         }
     }
-    if let Some(limit) = values.get("limit")
-        && let Some(limit) = problems.integer_in("limit", limit.parse().ok(), 1..=100)
-    {
-        parsed.limit = limit;
-    }
-    if let Some(cursor) = values.get("cursor") {
-        match decode_cursor(cursor) {
-            Some(position) => parsed.after = Some(position),
-            None => problems.add(
-                "cursor",
-                "cursor is not valid; use the nextCursor from a previous page",
-            ),
-        }
-    }
+    let (limit, after) = problems.page(&values, decode_cursor);
+    parsed.limit = limit.unwrap_or(parsed.limit);
+    parsed.after = after;
     Ok(problems.or(parsed)?)
 }
 

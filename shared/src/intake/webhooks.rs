@@ -211,20 +211,9 @@ fn parse_event_query(query: &str) -> Result<EventFilter, ApiError> {
             Err(_) => problems.add("endpointId", "endpointId must be a UUID"),
         }
     }
-    if let Some(limit) = values.get("limit")
-        && let Some(limit) = problems.integer_in("limit", limit.parse().ok(), 1..=100)
-    {
-        filter.limit = limit;
-    }
-    if let Some(cursor) = values.get("cursor") {
-        match decode_cursor(cursor) {
-            Some(position) => filter.after = Some(position),
-            None => problems.add(
-                "cursor",
-                "cursor is not valid; use the nextCursor from a previous page",
-            ),
-        }
-    }
+    let (limit, after) = problems.page(&values, decode_cursor);
+    filter.limit = limit.unwrap_or(filter.limit);
+    filter.after = after;
     Ok(problems.or(filter)?)
 }
 
