@@ -9,8 +9,8 @@ use super::{SweepOutcome, Sweeper};
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
-/// Runs `sweep_once` on `concurrency` lanes until `stop` fires, and returns the sum of
-/// what they did. Lanes overlap the round trips of several batches; the deliveries in
+/// Runs `sweep_once` on `WORKER_CONCURRENCY` lanes (at most one fewer than the pool's
+/// connections) until `stop` fires, and returns the sum of what they did. Lanes overlap the round trips of several batches; the deliveries in
 /// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
 /// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
 /// interval. Each wake-up from the database, and each full batch (more work is likely
