@@ -119,26 +119,28 @@ impl Sweeper {
     }
 
     /// Records what became of a batch the provider was called for. Giving up here would
-    /// leave the claims to expire and be sent again, so a failure (no connection free in
-    /// time under load, a dropped connection) is retried until the lease would be over;
-    /// recording is idempotent: a row changes only while this claim still holds it.
+    /// leave the claims to expire and be sent again, so a failure that passes (no
+    /// connection free in time under load, a lost connection, a restarting server) is
+    /// retried until the lease would be over; recording is idempotent: a row changes only
+    /// while this claim still holds it. Any other failure is the step's at once.
     pub(super) async fn record(&self, settled: &[Settled<'_>]) -> anyhow::Result<()> {
         let give_up = Instant::now() + self.config.visibility_timeout;
         loop {
-            let recorded = match self.pool.get().await {
-                Ok(db) => queue::record(&db, &self.worker_id, settled)
-                    .await
-                    .map_err(anyhow::Error::from),
-                Err(error) => Err(error.into()),
+            let (error, passes) = match self.pool.get().await {
+                Ok(db) => match queue::record(&db, &self.worker_id, settled).await {
+                    Ok(_) => return Ok(()),
+                    Err(error) => {
+                        let passes = passes(&error);
+                        (anyhow::Error::from(error), passes)
+                    }
+                },
+                Err(error) => (anyhow::Error::from(error), true),
             };
-            match recorded {
-                Ok(_) => return Ok(()),
-                Err(error) if Instant::now() + RECORD_RETRY_PAUSE < give_up => {
-                    tracing::warn!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record a batch's results; retrying");
-                    tokio::time::sleep(RECORD_RETRY_PAUSE).await;
-                }
-                Err(error) => return Err(error),
+            if !passes || Instant::now() + RECORD_RETRY_PAUSE >= give_up {
+                return Err(error);
             }
+            tracing::warn!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record a batch's results; retrying");
+            tokio::time::sleep(RECORD_RETRY_PAUSE).await;
         }
     }
 
@@ -196,6 +198,18 @@ impl Sweeper {
             }
         }
     }
+}
+
+/// Whether a database failure passes by itself: no answer from the server, or one of the
+/// classes of a connection lost, a server shutting down or short of resources, a conflict
+/// with another transaction or a lock or statement timeout.
+fn passes(error: &tokio_postgres::Error) -> bool {
+    error.as_db_error().is_none_or(|answer| {
+        matches!(
+            answer.code().code().get(..2),
+            Some("08" | "40" | "53" | "55" | "57")
+        )
+    })
 }
 
 fn log_circuit(channel: Channel, circuit: Circuit) {
