@@ -236,7 +236,20 @@ pub async fn counts(
     db: &impl GenericClient,
     id: Uuid,
 ) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
-    queue::campaign_counts(db, id).await
+    Ok(queue::campaign_counts(db, &[id])
+        .await?
+        .remove(&id)
+        .unwrap_or_default())
+}
+
+/// The notifications of each of `campaigns` by status, in one statement (a page of a
+/// listing); a campaign without notifications has no entry.
+pub async fn counts_of(
+    db: &impl GenericClient,
+    campaigns: &[Campaign],
+) -> Result<HashMap<Uuid, HashMap<String, i64>>, tokio_postgres::Error> {
+    let ids: Vec<Uuid> = campaigns.iter().map(|c| c.id).collect();
+    queue::campaign_counts(db, &ids).await
 }
 
 /// Stops the campaign's expansion (waiting for a chunk in progress), then cancels every
