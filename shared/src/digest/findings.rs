@@ -41,8 +41,8 @@ pub const UNUSED_KEY_DAYS: i64 = 90;
 pub const CAMPAIGN_STALLED_SECONDS: i64 = 300;
 pub const CAMPAIGN_STALLED_CRITICAL_SECONDS: i64 = 1800;
 /// At most this many stalled campaigns are listed, longest stalled first (they share a
-/// cause as a rule: the oldest expanding campaign goes first, so one failing holds up the
-/// rest).
+/// cause as a rule: the oldest expanding campaign goes first, so one failing can hold up
+/// the rest).
 pub const CAMPAIGN_STALLED_LISTED: i64 = 20;
 
 fn round(value: f64) -> f64 {
@@ -315,7 +315,7 @@ pub(super) fn stalled_campaign_finding(campaign: &StalledCampaign) -> Option<Fin
         }),
         action: format!(
             "Check that the sweeper runs, and its log for \"campaign expansion failed\" (a \
-             failing chunk is retried each step and holds up the campaigns created after \
+             failing chunk is retried each step and can hold up the campaigns created after \
              it); to give the campaign up: DELETE /campaigns/{}",
             campaign.id
         ),
