@@ -1,6 +1,7 @@
 //! Upgrading a database an older release left: every row keeps its state, and the work
 //! that was open is found by the new schema's claim, recovery and listings.
 
+use notify_shared::content::campaigns;
 use notify_shared::db;
 use notify_shared::domain::Channel;
 use notify_shared::queue::{self, ClaimMode};
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 /// The last migration before the queue table.
 const BEFORE_QUEUE: i32 = 12;
+/// The last migration before campaigns record their progress.
+const BEFORE_CAMPAIGN_PROGRESS: i32 = 13;
 
 #[tokio::test]
 async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_claimable() {
@@ -102,6 +105,75 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
     assert_eq!(recovered.requeued, 1);
     drop(conn);
     pool.close();
+    drop(new);
+    drop(admin);
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}
+
+#[tokio::test]
+async fn campaigns_expanding_at_the_upgrade_start_their_progress_clock_then_and_are_not_stalled() {
+    let admin_url = server_url();
+    let name = format!("notify_upgrade_{}", uuid::Uuid::new_v4().simple());
+    let admin = db::connect(&admin_url).await.expect("connect");
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .expect("create");
+    let url = notify_local::scratch::with_database(&admin_url, &name);
+    db::migrate_up_to(&url, BEFORE_CAMPAIGN_PROGRESS)
+        .await
+        .expect("old schema");
+
+    let old = db::connect(&url).await.expect("connect");
+    // A campaign created two hours ago and still expanding, and one long done.
+    old.batch_execute(
+        "INSERT INTO templates (template_id, channel, latest_version) VALUES ('news', 'EMAIL', 1);
+         INSERT INTO template_versions (template_id, version, default_locale, locales, sample_data)
+         VALUES ('news', 1, 'en', '{\"en\": {\"subject\": \"News\", \"text\": \"News\"}}', '{}');
+         INSERT INTO campaigns (id, owner, idempotency_key, fingerprint, name, channel,
+                                template_id, template_version, data, category, priority,
+                                recipient_ids, audience_size, status, created_at, finished_at)
+         SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000000', s, repeat('0', 64), s,
+                'EMAIL', 'news', 1, '{}', 'general', 2, ARRAY['a', 'b'], 2, s,
+                now() - interval '2 hours', CASE WHEN s = 'DONE' THEN now() - interval '1 hour' END
+         FROM unnest(ARRAY['EXPANDING', 'DONE']) AS s",
+    )
+    .await
+    .expect("campaigns of the old release");
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let new = db::connect(&url).await.expect("connect");
+    let fresh = new
+        .query_one(
+            "SELECT bool_and(progressed_at > now() - interval '1 minute') FROM campaigns",
+            &[],
+        )
+        .await
+        .expect("progress")
+        .get::<_, bool>(0);
+    assert!(fresh, "the clock starts at the upgrade, not at creation");
+    let pool = db::create_pool(&url, 1).expect("pool");
+    let conn = pool.get().await.expect("pooled connection");
+    let stalled = campaigns::stalled(&conn, 300, 20).await.expect("stalled");
+    assert_eq!(
+        stalled,
+        Vec::new(),
+        "nothing is stalled right after the upgrade"
+    );
+    drop(conn);
+    pool.close();
+    let indexed: i64 = new
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'campaigns_expanding_by_progress'",
+            &[],
+        )
+        .await
+        .expect("index")
+        .get(0);
+    assert_eq!(indexed, 1);
     drop(new);
     drop(admin);
     notify_local::scratch::drop_database(&admin_url, &name)

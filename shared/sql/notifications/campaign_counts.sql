@@ -1,5 +1,6 @@
--- The notifications of campaign $1 (its id as text) by status; served by
--- notifications_by_campaign.
-SELECT status, count(*) AS n FROM notifications
-WHERE payload #>> '{$template,campaign}' = $1
-GROUP BY status
+-- The notifications of the campaigns $1 (their ids as text) by campaign and status, for a
+-- page of campaigns at once; served by notifications_by_campaign.
+SELECT payload #>> '{$template,campaign}' AS campaign, status, count(*) AS n
+FROM notifications
+WHERE payload #>> '{$template,campaign}' = ANY($1::text[])
+GROUP BY 1, status

@@ -4,7 +4,8 @@
 //! rules and set-based insert as a batch) and advances the campaign's checkpoint, so a
 //! crash re-runs at most the chunk it interrupted and never duplicates a notification.
 //! Sweepers expand a bounded number of chunks per step; the next step or invocation
-//! resumes from the checkpoint.
+//! resumes from the checkpoint. Each chunk also stamps the campaign's progress time, from
+//! which the digest tells a stalled expansion.
 
 use std::collections::HashMap;
 
@@ -29,6 +30,7 @@ const CANCEL: Statement = statement!("campaigns/cancel");
 const NEXT_CHUNK: Statement = statement!("campaigns/next_chunk");
 const ADVANCE: Statement = statement!("campaigns/advance");
 const FINISH: Statement = statement!("campaigns/finish");
+const STALLED: Statement = statement!("campaigns/stalled");
 
 /// Recipients per chunk (one transaction).
 pub const CHUNK: i64 = 1000;
@@ -125,6 +127,18 @@ impl Campaign {
             id: self.id,
         }
     }
+}
+
+/// A campaign still EXPANDING whose expansion has not moved for a while.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StalledCampaign {
+    pub id: Uuid,
+    pub name: String,
+    pub expanded: i32,
+    pub audience_size: i32,
+    /// When its last chunk committed (its creation, before the first).
+    pub progressed_at: DateTime<Utc>,
+    pub stalled_seconds: f64,
 }
 
 /// A campaign to store; `recipient_ids` `None` means every profile of the owner.
@@ -236,7 +250,20 @@ pub async fn counts(
     db: &impl GenericClient,
     id: Uuid,
 ) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
-    queue::campaign_counts(db, id).await
+    Ok(queue::campaign_counts(db, &[id])
+        .await?
+        .remove(&id)
+        .unwrap_or_default())
+}
+
+/// The notifications of each of `campaigns` by status, in one statement (a page of a
+/// listing); a campaign without notifications has no entry.
+pub async fn counts_of(
+    db: &impl GenericClient,
+    campaigns: &[Campaign],
+) -> Result<HashMap<Uuid, HashMap<String, i64>>, tokio_postgres::Error> {
+    let ids: Vec<Uuid> = campaigns.iter().map(|c| c.id).collect();
+    queue::campaign_counts(db, &ids).await
 }
 
 /// Stops the campaign's expansion (waiting for a chunk in progress), then cancels every
@@ -254,6 +281,30 @@ pub async fn cancel(
         queue::cancel_campaign(db, id, CANCEL_BATCH).await?;
     }
     Ok(Some(campaign))
+}
+
+/// Up to `limit` campaigns still EXPANDING without progress for at least `seconds`,
+/// longest stalled first.
+pub async fn stalled(
+    db: &impl GenericClient,
+    seconds: i64,
+    limit: i64,
+) -> Result<Vec<StalledCampaign>, tokio_postgres::Error> {
+    let statement = STALLED.prepare(db).await?;
+    db.query(&statement, &[&seconds, &limit])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(StalledCampaign {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                expanded: row.try_get("expanded")?,
+                audience_size: row.try_get("audience_size")?,
+                progressed_at: row.try_get("progressed_at")?,
+                stalled_seconds: row.try_get("stalled_seconds")?,
+            })
+        })
+        .collect()
 }
 
 /// Marks DONE the campaigns fully expanded with nothing left PENDING or PROCESSING, each

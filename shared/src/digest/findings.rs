@@ -8,6 +8,7 @@ use super::{Finding, Severity};
 use crate::audience::suppressions;
 use crate::auth;
 use crate::channel::{self, Circuit};
+use crate::content::campaigns::StalledCampaign;
 use crate::notification::format_time;
 use crate::queue::stats;
 use crate::webhook::outbox;
@@ -34,6 +35,15 @@ pub const SUPPRESSION_SPIKE_CRITICAL_FACTOR: f64 = 10.0;
 pub const SUPPRESSION_BASELINE_HOURS: i64 = 168;
 /// Keys neither used nor created for this many days.
 pub const UNUSED_KEY_DAYS: i64 = 90;
+/// A campaign EXPANDING without a chunk committed for this long is stalled (warning;
+/// critical at the second figure): a sweeper expands chunks every few seconds while it
+/// runs, so minutes without one mean no sweeper runs or its chunks keep failing.
+pub const CAMPAIGN_STALLED_SECONDS: i64 = 300;
+pub const CAMPAIGN_STALLED_CRITICAL_SECONDS: i64 = 1800;
+/// At most this many stalled campaigns are listed, longest stalled first (they share a
+/// cause as a rule: the oldest expanding campaign goes first, so one failing can hold up
+/// the rest).
+pub const CAMPAIGN_STALLED_LISTED: i64 = 20;
 
 fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
@@ -273,5 +283,77 @@ pub(super) fn unused_key_finding(key: &auth::UnusedKey) -> Finding {
         ),
         request: None,
         weight: days as f64,
+    }
+}
+
+pub(super) fn stalled_campaign_finding(campaign: &StalledCampaign) -> Option<Finding> {
+    let seconds = campaign.stalled_seconds;
+    if seconds < CAMPAIGN_STALLED_SECONDS as f64 {
+        return None;
+    }
+    Some(Finding {
+        severity: if seconds >= CAMPAIGN_STALLED_CRITICAL_SECONDS as f64 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        code: "CAMPAIGN_STALLED",
+        title: format!(
+            "Campaign {:?} has not expanded for {:.0} s ({} of {} recipients)",
+            campaign.name,
+            seconds.floor(),
+            campaign.expanded,
+            campaign.audience_size
+        ),
+        evidence: json!({
+            "campaignId": campaign.id,
+            "name": campaign.name,
+            "expanded": campaign.expanded,
+            "audienceSize": campaign.audience_size,
+            "stalledSeconds": round(seconds),
+            "lastProgressAt": format_time(&campaign.progressed_at),
+        }),
+        action: format!(
+            "Check that the sweeper runs, and its log for \"campaign expansion failed\" (a \
+             failing chunk is retried each step and can hold up the campaigns created after \
+             it); to give the campaign up: DELETE /campaigns/{}",
+            campaign.id
+        ),
+        // Cancelling gives up the rest of the audience: the operator decides, so no button.
+        request: None,
+        weight: seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn stalled(seconds: f64) -> StalledCampaign {
+        StalledCampaign {
+            id: Uuid::nil(),
+            name: "Spring".into(),
+            expanded: 1000,
+            audience_size: 2500,
+            progressed_at: Utc::now(),
+            stalled_seconds: seconds,
+        }
+    }
+
+    #[test]
+    fn a_campaign_is_stalled_from_five_minutes_and_critical_from_thirty() {
+        assert_eq!(stalled_campaign_finding(&stalled(299.9)), None);
+        let warning = stalled_campaign_finding(&stalled(300.0)).expect("stalled");
+        assert_eq!(warning.severity, Severity::Warning);
+        assert_eq!(warning.code, "CAMPAIGN_STALLED");
+        assert_eq!(
+            warning.title,
+            "Campaign \"Spring\" has not expanded for 300 s (1000 of 2500 recipients)"
+        );
+        assert!(warning.action.contains("DELETE /campaigns/"));
+        assert_eq!(warning.request, None);
+        let critical = stalled_campaign_finding(&stalled(1800.0)).expect("stalled");
+        assert_eq!(critical.severity, Severity::Critical);
     }
 }

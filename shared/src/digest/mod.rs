@@ -1,15 +1,15 @@
 //! `GET /digest`: what needs attention now, ranked, each finding with its evidence and the
 //! action that fixes it. Every figure is one indexed aggregate read by the module that
-//! owns its table (queue, channel, webhook outbox, suppressions, keys); this module only
-//! decides what is a finding, how severe, and in which order.
+//! owns its table (queue, channel, webhook outbox, suppressions, keys, campaigns); this
+//! module only decides what is a finding, how severe, and in which order.
 //!
-//! Not computed here (their sources do not exist yet): `CAMPAIGN_STALLED` (campaigns) and
-//! per-endpoint webhook findings (webhook endpoints); the outbox findings are about the
+//! Not computed here: per-endpoint webhook findings; the outbox findings are about the
 //! one configured endpoint.
 
 mod findings;
 
 pub use findings::{
+    CAMPAIGN_STALLED_CRITICAL_SECONDS, CAMPAIGN_STALLED_LISTED, CAMPAIGN_STALLED_SECONDS,
     DEAD_LETTER_CRITICAL, DEAD_LETTER_WINDOW_SECONDS, QUEUE_LAG_CRITICAL_SECONDS,
     QUEUE_LAG_WARNING_SECONDS, SUPPRESSION_BASELINE_HOURS, SUPPRESSION_SPIKE_CRITICAL_FACTOR,
     SUPPRESSION_SPIKE_FACTOR, SUPPRESSION_SPIKE_MIN, UNUSED_KEY_DAYS,
@@ -25,12 +25,13 @@ use crate::audience::suppressions;
 use crate::auth;
 use crate::channel;
 use crate::config::CircuitConfig;
+use crate::content::campaigns;
 use crate::notification::Status;
 use crate::queue::stats;
 use crate::webhook::outbox;
 use findings::{
     channel_findings, dead_letter_finding, lag_finding, outbox_findings, spike_finding,
-    unused_key_finding,
+    stalled_campaign_finding, unused_key_finding,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,7 +75,7 @@ pub async fn read(
     db: &impl GenericClient,
     circuit: &CircuitConfig,
 ) -> Result<Digest, tokio_postgres::Error> {
-    let (dead, lanes, breakdown, channels, outbox_health, outbox_counts, spikes, keys) = tokio::join!(
+    let (dead, lanes, breakdown, channels, outbox_health, outbox_counts, spikes, keys, stalled) = tokio::join!(
         stats::dead_letter_growth(db, DEAD_LETTER_WINDOW_SECONDS),
         stats::lag_by_lane(db),
         stats::breakdown(db),
@@ -83,6 +84,7 @@ pub async fn read(
         outbox::counts(db),
         suppressions::hourly(db, SUPPRESSION_BASELINE_HOURS),
         auth::unused_keys(db, UNUSED_KEY_DAYS),
+        campaigns::stalled(db, CAMPAIGN_STALLED_SECONDS, CAMPAIGN_STALLED_LISTED),
     );
     let now = Utc::now();
     let breakdown = breakdown?;
@@ -109,6 +111,7 @@ pub async fn read(
     findings.extend(outbox_findings(&outbox_health?, &outbox_counts?, now));
     findings.extend(spikes?.iter().filter_map(spike_finding));
     findings.extend(keys?.iter().map(unused_key_finding));
+    findings.extend(stalled?.iter().filter_map(stalled_campaign_finding));
     Ok(Digest {
         generated_at: now,
         findings: rank(findings),

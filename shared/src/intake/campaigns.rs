@@ -1,7 +1,7 @@
 //! The campaign routes (operator): submit (idempotent by key and body), read, list,
 //! cancel. Submission only stores the campaign; sweepers expand it in chunks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use axum::Extension;
 use axum::Json;
@@ -187,11 +187,12 @@ pub async fn list(
         page.truncate(limit as usize);
         page.last().map(|c| c.cursor().encode())
     });
-    let mut items = Vec::with_capacity(page.len());
-    for campaign in &page {
-        let counts = campaigns::counts(&db, campaign.id).await?;
-        items.push(campaign.to_json(&counts));
-    }
+    let counts = campaigns::counts_of(&db, &page).await?;
+    let none = HashMap::new();
+    let items: Vec<Value> = page
+        .iter()
+        .map(|campaign| campaign.to_json(counts.get(&campaign.id).unwrap_or(&none)))
+        .collect();
     Ok(Json(json!({"items": items, "nextCursor": next.flatten()})).into_response())
 }
 

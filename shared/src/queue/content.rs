@@ -41,17 +41,30 @@ pub async fn show_templates(
     Ok(())
 }
 
-/// Campaign `campaign`'s notifications by status.
+/// The notifications of each of `campaigns` by status, in one statement; a campaign
+/// without notifications has no entry.
 pub async fn campaign_counts(
     db: &impl GenericClient,
-    campaign: Uuid,
-) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
+    campaigns: &[Uuid],
+) -> Result<HashMap<Uuid, HashMap<String, i64>>, tokio_postgres::Error> {
+    let mut counts: HashMap<Uuid, HashMap<String, i64>> = HashMap::new();
+    if campaigns.is_empty() {
+        return Ok(counts);
+    }
+    let ids: Vec<String> = campaigns.iter().map(Uuid::to_string).collect();
     let statement = CAMPAIGN_COUNTS.prepare(db).await?;
-    db.query(&statement, &[&campaign.to_string()])
-        .await?
-        .iter()
-        .map(|row| Ok((row.try_get("status")?, row.try_get("n")?)))
-        .collect()
+    for row in db.query(&statement, &[&ids]).await? {
+        let campaign: String = row.try_get("campaign")?;
+        // The statement matched the text of one of `campaigns`, so it parses.
+        let Ok(campaign) = Uuid::parse_str(&campaign) else {
+            continue;
+        };
+        counts
+            .entry(campaign)
+            .or_default()
+            .insert(row.try_get("status")?, row.try_get("n")?);
+    }
+    Ok(counts)
 }
 
 /// Cancels every notification of `campaign` still PENDING, `batch` per statement,

@@ -156,6 +156,61 @@ async fn every_profile_of_the_caller_is_walked_in_chunks() {
 }
 
 #[tokio::test]
+async fn a_listing_shows_each_campaign_with_its_own_counts() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 5).await;
+    let ids = |range: std::ops::RangeInclusive<i32>| -> Vec<String> {
+        range.map(|i| format!("r{i:05}")).collect()
+    };
+    let (_, first) = submit(
+        &app,
+        &campaign("first", json!({"recipientIds": ids(1..=3)})),
+    )
+    .await;
+    let (_, second) = submit(
+        &app,
+        &campaign("second", json!({"recipientIds": ids(4..=5)})),
+    )
+    .await;
+    assert_eq!(expand_all(&app).await, 5);
+    // Not yet expanded: no notifications at all.
+    let (_, third) = submit(
+        &app,
+        &campaign("third", json!({"recipientIds": ids(1..=1)})),
+    )
+    .await;
+    let first = first["id"].as_str().expect("id").to_string();
+    let second = second["id"].as_str().expect("id").to_string();
+    let third = third["id"].as_str().expect("id").to_string();
+    // The campaigns' notifications end differently: one of the first is sent.
+    app.db
+        .execute(
+            "UPDATE notifications SET status = 'SENT', sent_at = now(), attempt_count = 1
+             WHERE payload #>> '{$template,campaign}' = $1 AND recipient_id = 'r00001'",
+            &[&first],
+        )
+        .await;
+
+    let listed = call(&app, Method::GET, "/campaigns?limit=10", None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let items = listed.body["items"].as_array().expect("items");
+    let order: Vec<&str> = items.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(order, [third.as_str(), second.as_str(), first.as_str()]);
+    for item in items {
+        let one = campaign_state(&app, item["id"].as_str().unwrap()).await;
+        assert_eq!(item, &one, "a listed campaign reads as it does alone");
+    }
+    assert_eq!(
+        items[2]["counts"],
+        json!({"pending": 2, "sent": 1, "failed": 0, "deadLettered": 0, "suppressed": 0,
+               "expired": 0, "cancelled": 0})
+    );
+    assert_eq!(items[1]["counts"]["pending"], 2);
+    assert_eq!(items[0]["counts"]["pending"], 0);
+}
+
+#[tokio::test]
 async fn a_campaign_submitted_twice_at_once_is_one_campaign() {
     let app = TestApp::spawn().await;
     publish(&app, "welcome", &welcome("Hi")).await;

@@ -2,6 +2,7 @@
 //! with its evidence and action, and the findings come ranked.
 
 use notify_shared::auth::{self, Scope};
+use notify_shared::content::campaigns;
 use notify_shared::notification::{Channel, Priority};
 use notify_tests::{TestApp, factory};
 use reqwest::{Method, StatusCode};
@@ -457,4 +458,126 @@ async fn findings_are_ranked_critical_then_warning_then_info_heaviest_first() {
     ]
     .map(|(s, c, d)| (s.to_string(), c.to_string(), d));
     assert_eq!(ranked, expected);
+}
+
+/// Submits a campaign named `name` to `count` listed recipients (no profiles: expanding
+/// them needs none); returns its id.
+async fn submit_campaign(app: &TestApp, name: &str, count: usize) -> Uuid {
+    let ids: Vec<String> = (1..=count).map(|i| format!("{name}-{i}")).collect();
+    let reply = app
+        .send(app.request(Method::POST, "/campaigns").json(&json!({
+            "idempotencyKey": name, "name": name, "channel": "EMAIL",
+            "template": {"id": "news", "data": {}},
+            "audience": {"recipientIds": ids},
+        })))
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    reply.body["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("uuid")
+}
+
+#[tokio::test]
+async fn a_campaign_expanding_without_progress_for_five_minutes_is_stalled() {
+    let app = TestApp::spawn().await;
+    let reply = app
+        .send(
+            app.request(Method::POST, "/templates/news/versions")
+                .json(&json!({
+                    "channel": "EMAIL", "defaultLocale": "en",
+                    "locales": {"en": {"subject": "News", "text": "News"}},
+                })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    // Created first, so the next chunk is its own; more than one chunk of recipients.
+    let stalled = submit_campaign(&app, "stalled", 1001).await;
+    let moving = submit_campaign(&app, "moving", 2).await;
+    let queued = submit_campaign(&app, "queued", 2).await;
+    let done = submit_campaign(&app, "done", 2).await;
+    let set_back = |id: Uuid, minutes: i32| {
+        let db = &app.db;
+        async move {
+            db.execute(
+                "UPDATE campaigns SET progressed_at = now() - make_interval(mins => $2) WHERE id = $1",
+                &[&id, &minutes],
+            )
+            .await
+        }
+    };
+    set_back(stalled, 6).await;
+    set_back(moving, 1).await;
+    set_back(queued, 60).await;
+    set_back(done, 60).await;
+    app.db
+        .execute(
+            "UPDATE campaigns SET status = 'QUEUED' WHERE id = $1",
+            &[&queued],
+        )
+        .await;
+    app.db
+        .execute(
+            "UPDATE campaigns SET status = 'DONE', finished_at = now() WHERE id = $1",
+            &[&done],
+        )
+        .await;
+
+    let findings = digest(&app).await;
+    assert_eq!(
+        order(&findings),
+        [("warning".into(), "CAMPAIGN_STALLED".into())]
+    );
+    let finding = &findings[0];
+    let evidence = &finding["evidence"];
+    let seconds = evidence["stalledSeconds"].as_f64().expect("stalledSeconds");
+    assert!((360.0..420.0).contains(&seconds), "{evidence}");
+    assert!(
+        evidence["lastProgressAt"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    let mut fixed = evidence.clone();
+    fixed["stalledSeconds"] = json!(null);
+    fixed["lastProgressAt"] = json!(null);
+    assert_eq!(
+        fixed,
+        json!({"campaignId": stalled, "name": "stalled", "expanded": 0, "audienceSize": 1001,
+               "stalledSeconds": null, "lastProgressAt": null})
+    );
+    assert!(
+        finding["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Campaign \"stalled\" has not expanded for 3"),
+        "{}",
+        finding["title"]
+    );
+    let action = finding["action"].as_str().unwrap();
+    assert!(action.contains("campaign expansion failed"), "{action}");
+    assert!(
+        action.contains(&format!("DELETE /campaigns/{stalled}")),
+        "{action}"
+    );
+    assert!(finding.get("request").is_none());
+
+    // Half an hour without progress is critical.
+    set_back(stalled, 31).await;
+    let findings = digest(&app).await;
+    assert_eq!(
+        order(&findings),
+        [("critical".into(), "CAMPAIGN_STALLED".into())]
+    );
+
+    // A chunk that commits is progress: the finding goes while the campaign still expands.
+    let chunk = campaigns::expand_chunk(app.pool(), b"dev", 6)
+        .await
+        .expect("a chunk expands");
+    assert_eq!(chunk, Some(1000));
+    let reply = app
+        .send(app.request(Method::GET, &format!("/campaigns/{stalled}")))
+        .await;
+    assert_eq!(reply.body["status"], "EXPANDING", "{}", reply.body);
+    assert_eq!(digest(&app).await, Vec::<Value>::new());
 }
