@@ -140,3 +140,66 @@ async fn bulk_traffic_never_takes_the_transactional_reservation() {
         "transactional tokens left: {transactional}"
     );
 }
+
+/// Claims racing back to back on four connections get what the bucket holds: its burst
+/// plus the rate for the time they ran, neither less (the time spent inside each claim
+/// statement must be refilled too, or busy claimers starve the bucket) nor more.
+#[tokio::test]
+async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
+    const RATE: f64 = 2_000.0;
+    const RUN: Duration = Duration::from_secs(2);
+    let db = TestDb::new().await;
+    factory::create_due_bulk(&db.pool, 10_000).await;
+    db.pool
+        .get()
+        .await
+        .expect("connection")
+        .execute(
+            "INSERT INTO token_buckets (channel, class, rate, burst, tokens, refilled_at)
+             VALUES ('EMAIL', 'TRANSACTIONAL', $1, $1, $1, now()), ('EMAIL', 'BULK', 0, 0, 0, now())",
+            &[&RATE],
+        )
+        .await
+        .expect("buckets");
+
+    let started = std::time::Instant::now();
+    let claimers = (0..4).map(|n| {
+        let pool = db.pool.clone();
+        tokio::spawn(async move {
+            let mut db = pool.get().await.expect("connection");
+            let mut claimed = 0usize;
+            while started.elapsed() < RUN {
+                claimed += notify_shared::queue::claim_paced(
+                    &mut db,
+                    notify_shared::domain::Channel::Email,
+                    &format!("racer-{n}"),
+                    100,
+                    100,
+                    Duration::from_secs(60),
+                )
+                .await
+                .expect("claim")
+                .len();
+            }
+            claimed
+        })
+    });
+    let mut claimed = 0;
+    for claimer in claimers {
+        claimed += claimer.await.expect("claimer");
+    }
+    let ran = started.elapsed().as_secs_f64();
+    let most = RATE + RATE * ran;
+    eprintln!(
+        "racing claims: {claimed} in {ran:.2} s (burst {RATE} + {RATE}/s: at most {most:.0})"
+    );
+    assert!(
+        claimed as f64 <= most + 1.0,
+        "{claimed} claimed, more than {most:.0}"
+    );
+    // The last claims may end a few milliseconds before the clock is read: 5 % below.
+    assert!(
+        claimed as f64 >= 0.95 * (RATE + RATE * RUN.as_secs_f64()),
+        "only {claimed} claimed in {ran:.2} s: the bucket was not refilled for the time claims ran"
+    );
+}
