@@ -11,6 +11,10 @@ so no sweeper changes what was seeded) with an operator key, it checks that:
   - the digest shows the dead-letter growth the seed causes, with its redrive button;
   - a Redrive clicked in the dead-letter view (a real mouse click) changes the database;
   - a notification's detail shows its attempts and webhook events;
+  - the campaigns view shows a campaign seeded through the API with its progress, and its
+    Cancel button (a real click) cancels it in the database;
+  - the templates view lists a template seeded through the API with its latest version and
+    locales, shows its versions, and its preview renders the fields as text, never markup;
   - at 1280x800 and at 390 px wide nothing overflows the window sideways.
 Each check prints one `console-browser: ok` line; the first failure exits non-zero.
 
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from urllib.parse import urlsplit, urlunsplit
 
@@ -242,6 +247,47 @@ class Chromium:
             self.process.kill()
 
 
+# Content seeded through the API once the server runs.
+TEMPLATE = {
+    "channel": "EMAIL",
+    "defaultLocale": "en",
+    "locales": {
+        "en": {"subject": "Hello {{ name }}", "text": "Welcome, {{ name }}",
+               "html": "<p>Welcome, <b>{{ name }}</b></p>"},
+        "pt": {"subject": "Olá {{ name }}", "text": "Bem-vindo, {{ name }}"},
+    },
+    "sampleData": {"name": "Ada"},
+}
+CAMPAIGN = {
+    "idempotencyKey": "console-spring", "name": "Spring launch", "channel": "EMAIL",
+    "template": {"id": "welcome", "data": {"name": "friend"}},
+    "audience": {"recipientIds": ["r1", "r2", "r3", "r4"]},
+}
+
+
+def call_api(base, key, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method, headers={
+        "authorization": "Bearer " + key, "content-type": "application/json", "accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        raise Failure(f"{method} {path} answered {error.code}: {error.read().decode(errors='replace')}")
+
+
+def seed_content(base, key, url):
+    """One template in two versions and one campaign, halfway expanded (the API role runs no
+    sweeper, so it stays EXPANDING)."""
+    version = dict(TEMPLATE, locales=dict(TEMPLATE["locales"], en=dict(TEMPLATE["locales"]["en"], subject="Hi {{ name }}")))
+    call_api(base, key, "POST", "/templates/welcome/versions", version)
+    call_api(base, key, "POST", "/templates/welcome/versions", TEMPLATE)
+    campaign = call_api(base, key, "POST", "/campaigns", CAMPAIGN)
+    psql(url, f"UPDATE campaigns SET expanded = 2 WHERE id = '{campaign['id']}'")
+    ok(f"seeded template welcome (2 versions) and campaign {campaign['id']} (2 of 4 expanded) through the API")
+    return campaign["id"]
+
+
 def start_server(url, work):
     log = open(os.path.join(work, "server.log"), "w+")
     env = dict(os.environ, DATABASE_URL=url, APP_ROLE="api", PORT="0", RUST_LOG="warn")
@@ -265,7 +311,7 @@ def start_server(url, work):
     raise Failure("notify-local did not start:\n" + log.read())
 
 
-def run(browser, base, url, key):
+def run(browser, base, url, key, campaign):
     expected = dict(SEEDED)
     if WRONG:
         expected[("EMAIL", "PENDING")] += 1
@@ -353,9 +399,66 @@ def run(browser, base, url, key):
     ok("the detail view shows 2 attempts and 1 webhook event")
     browser.screenshot("notification.png", whole_page=True)
 
+    # Campaigns: progress of the audience, and a Cancel that reaches the database.
+    browser.click("#tab-campaigns")
+    row = f"#campaigns-table tr[data-id=\"{campaign}\"]"
+    browser.wait_for(f"!!document.querySelector('{row} button[data-cancel]')", "the seeded campaign")
+    shown = browser.evaluate(
+        f"(() => {{ const r = document.querySelector('{row}'); return {{"
+        " name: r.cells[0].textContent, status: r.cells[1].textContent,"
+        " bars: [...r.querySelectorAll('progress')].map(p => [p.getAttribute('aria-label'), p.value, p.max]),"
+        " text: r.cells[2].textContent }; })()")
+    if (shown["name"], shown["status"]) != ("Spring launch", "EXPANDING") \
+            or shown["bars"] != [["Expanded", 2, 4], ["Finished", 0, 4]]:
+        raise Failure(f"the campaign row shows {shown}")
+    ok(f"the campaigns view shows Spring launch EXPANDING with its progress: {shown['text']}")
+    browser.screenshot("campaigns.png")
+    browser.click(f"{row} button[data-cancel]")
+    deadline = time.time() + 10
+    status = "EXPANDING"
+    while time.time() < deadline and status == "EXPANDING":
+        time.sleep(0.1)
+        status = psql(url, f"SELECT status FROM campaigns WHERE id = '{campaign}'")
+    if status != "CANCELLED":
+        raise Failure(f"the Cancel click left the campaign {status}")
+    browser.wait_for(f"document.querySelector('{row}').cells[1].textContent === 'CANCELLED'"
+                     f" && !document.querySelector('{row} button[data-cancel]')", "the cancelled campaign")
+    ok("a Cancel clicked in the page cancelled the campaign in the database")
+
+    # Templates: the listing, a template's versions and a preview shown as text.
+    browser.click("#tab-templates")
+    browser.wait_for("!!document.querySelector('#templates-table tr[data-id=welcome]')", "the seeded template")
+    cells = browser.evaluate("[...document.querySelector('#templates-table tr[data-id=welcome]').cells]"
+                             ".slice(0, 4).map(c => c.textContent)")
+    if cells != ["welcome", "EMAIL", "2", "en, pt (default en)"]:
+        raise Failure(f"the template row shows {cells}")
+    ok(f"the templates view lists welcome: {cells}")
+    browser.click("button[data-template=welcome]")
+    browser.wait_for("document.querySelectorAll('#versions-table tbody tr').length === 2", "two versions")
+    browser.click("#versions-table button[data-version='1']")
+    browser.wait_for("/Hi \\{\\{ name \\}\\}/.test(document.getElementById('versions-table').textContent)",
+                     "version 1's source")
+    ok("the template shows its 2 versions and version 1's source")
+    browser.evaluate("document.getElementById('preview-locale').value = 'pt-BR';"
+                     " document.getElementById('preview-data').value = '{\"name\": \"<i>Bo</i>\"}'")
+    browser.click("#preview-form button[type=submit]")
+    browser.wait_for("!!document.querySelector('#preview-fields pre[data-field=subject]')", "the pt preview")
+    subject = browser.evaluate("document.querySelector('#preview-fields pre[data-field=subject]').textContent")
+    if subject != "Olá <i>Bo</i>":
+        raise Failure(f"the pt-BR preview's subject is {subject!r}")
+    browser.evaluate("document.getElementById('preview-locale').value = 'en'")
+    browser.click("#preview-form button[type=submit]")
+    browser.wait_for("!!document.querySelector('#preview-fields pre[data-field=html]')", "the en preview")
+    html = browser.evaluate("document.querySelector('#preview-fields pre[data-field=html]').textContent")
+    markup = browser.evaluate("document.querySelectorAll('#preview-body p, #preview-body b, #preview-body i').length")
+    if html != "<p>Welcome, <b>&lt;i&gt;Bo&lt;&#x2f;i&gt;</b></p>" or markup != 0:
+        raise Failure(f"the en preview shows html {html!r} with {markup} rendered element(s)")
+    ok("the preview renders pt-BR (as pt) and en, the HTML body as text, never as markup")
+    browser.screenshot("templates.png", whole_page=True)
+
     for width, height in ((1280, 800), (390, 844)):
         browser.viewport(width, height)
-        for tab in ("overview", "digest", "dlq", "detail"):
+        for tab in ("overview", "digest", "dlq", "campaigns", "templates", "detail"):
             browser.click(f"#tab-{tab}")
             time.sleep(0.2)
             overflow = browser.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -394,8 +497,9 @@ def main():
         ok("seeded " + name + ": " + ", ".join(f"{c} {s} {n}" for (c, s), n in SEEDED.items()))
         server, base = start_server(url, work)
         ok(f"notify-local (APP_ROLE=api, operator key required) at {base}")
+        campaign = seed_content(base, key, url)
         browser = Chromium(os.path.join(work, "profile"))
-        run(browser, base, url, key)
+        run(browser, base, url, key, campaign)
         print("console-browser: passed", flush=True)
         return 0
     except Failure as failure:

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value, json};
@@ -16,6 +18,7 @@ use crate::sql::{Statement, statement};
 const PUBLISH: Statement = statement!("templates/publish");
 const RESOLVE: Statement = statement!("template_versions/resolve");
 const LIST: Statement = statement!("template_versions/list");
+const LIST_TEMPLATES: Statement = statement!("templates/list");
 
 /// Versions a process keeps; past this the cache starts over (they are reread at need).
 const CACHE_MAX: usize = 1000;
@@ -198,6 +201,113 @@ pub async fn list(
         .collect()
 }
 
+/// A template as the listing shows it: the template and its latest version's locales.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub template_id: String,
+    pub channel: Channel,
+    pub latest_version: i32,
+    pub default_locale: String,
+    pub locales: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    /// When the latest version was published.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Listed {
+    fn from_row(row: &tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
+        Ok(Listed {
+            template_id: row.try_get("template_id")?,
+            channel: row.try_get("channel")?,
+            latest_version: row.try_get("latest_version")?,
+            default_locale: row.try_get("default_locale")?,
+            locales: row.try_get("locales")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "templateId": self.template_id,
+            "channel": self.channel.as_str(),
+            "latestVersion": self.latest_version,
+            "defaultLocale": self.default_locale,
+            "locales": self.locales,
+            "createdAt": format_time(&self.created_at),
+            "updatedAt": format_time(&self.updated_at),
+        })
+    }
+
+    /// Where a listing continues after this template.
+    pub fn cursor(&self) -> TemplateCursor {
+        TemplateCursor {
+            created_at_micros: self.created_at.timestamp_micros(),
+            template_id: self.template_id.clone(),
+        }
+    }
+}
+
+/// A position in the newest-first order of templates: rows strictly after it come next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateCursor {
+    pub created_at_micros: i64,
+    pub template_id: String,
+}
+
+impl TemplateCursor {
+    /// Opaque, URL-safe text.
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at_micros, self.template_id))
+    }
+
+    /// `None` for anything [`TemplateCursor::encode`] did not produce (a template id never
+    /// holds `:`).
+    pub fn decode(text: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let (micros, template_id) = text.split_once(':')?;
+        let created_at_micros = micros.parse::<i64>().ok()?;
+        // Only times PostgreSQL can compare with (years 1 to 9999).
+        let at = DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
+        if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
+            return None;
+        }
+        let valid = !template_id.is_empty()
+            && template_id.len() <= 64
+            && template_id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b));
+        // Only the canonical spelling is accepted, so a cursor has exactly one text form.
+        (valid && format!("{created_at_micros}:{template_id}") == text).then(|| TemplateCursor {
+            created_at_micros,
+            template_id: template_id.to_string(),
+        })
+    }
+}
+
+/// Templates newest first, after `after`, at most `limit`.
+pub async fn list_templates(
+    db: &impl GenericClient,
+    after: Option<&TemplateCursor>,
+    limit: i64,
+) -> Result<Vec<Listed>, tokio_postgres::Error> {
+    let (at, id) = match after.and_then(|c| {
+        DateTime::<Utc>::from_timestamp_micros(c.created_at_micros)
+            .map(|at| (at, c.template_id.as_str()))
+    }) {
+        Some(position) => position,
+        // Before the first row: no template is created after the end of time.
+        None => (DateTime::<Utc>::MAX_UTC, ""),
+    };
+    let statement = LIST_TEMPLATES.prepare(db).await?;
+    db.query(&statement, &[&at, &id, &limit])
+        .await?
+        .iter()
+        .map(Listed::from_row)
+        .collect()
+}
+
 /// Pinned versions a process has read: they never change, so one read is enough.
 #[derive(Default)]
 pub struct VersionCache {
@@ -239,5 +349,30 @@ impl VersionCache {
             cache.extend(found.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_cursor_reads_back_only_what_it_wrote() {
+        let cursor = TemplateCursor {
+            created_at_micros: 1_764_000_000_123_456,
+            template_id: "order.shipped-v2".into(),
+        };
+        assert_eq!(TemplateCursor::decode(&cursor.encode()), Some(cursor));
+        for text in [
+            "",
+            "not base64!",
+            &URL_SAFE_NO_PAD.encode("12"),
+            &URL_SAFE_NO_PAD.encode("12:"),
+            &URL_SAFE_NO_PAD.encode("012:a"),
+            &URL_SAFE_NO_PAD.encode("12:Upper"),
+            &URL_SAFE_NO_PAD.encode("400000000000000000:a"),
+        ] {
+            assert_eq!(TemplateCursor::decode(text), None, "{text}");
+        }
     }
 }

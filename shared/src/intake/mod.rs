@@ -125,6 +125,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/suppressions"),
     ("DELETE", "/suppressions/{channel}/{address}"),
     ("POST", "/unsubscribe-links"),
+    ("GET", "/templates"),
     ("POST", "/templates/{id}/versions"),
     ("GET", "/templates/{id}"),
     ("GET", "/templates/{id}/versions/{version}"),
@@ -203,6 +204,7 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 delete(suppressions::remove),
             )
             .route("/unsubscribe-links", post(unsubscribe::link))
+            .route("/templates", get(templates::list))
             .route("/templates/{id}/versions", post(templates::publish))
             .route("/templates/{id}", get(templates::get_one))
             .route(

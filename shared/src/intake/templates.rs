@@ -1,10 +1,10 @@
-//! The template routes (operator): publish a version, read a template or one version,
-//! preview a rendering. Every locale must render with the sample data before a version
+//! The template routes (operator): publish a version, list templates, read a template or
+//! one version, preview a rendering. Every locale must render with the sample data before a version
 //! is stored, and an SMS version records what each locale costs.
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
@@ -13,7 +13,7 @@ use super::AppState;
 use super::body::read_json;
 use super::error::ApiError;
 use super::validation::is_category;
-use crate::content::templates::{self, NewVersion};
+use crate::content::templates::{self, NewVersion, TemplateCursor};
 use crate::content::{engine, locale, sms};
 use crate::notification::Channel;
 use crate::problems::{Problems, contains_nul};
@@ -41,6 +41,29 @@ pub async fn publish(
             "Template {template_id} exists for another channel; every version of a template keeps its channel"
         ))),
     }
+}
+
+/// `limit` (1–100, default 20) and `cursor`; newest first, each with its latest version.
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+            .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let mut problems = Problems::new();
+    let values = problems.query(&pairs, &["limit", "cursor"]);
+    let (limit, after) = problems.page(&values, TemplateCursor::decode);
+    let limit = limit.unwrap_or(20);
+    problems.or(())?;
+    let db = state.pool.get().await?;
+    let mut page = templates::list_templates(&db, after.as_ref(), limit + 1).await?;
+    let next = (page.len() as i64 > limit).then(|| {
+        page.truncate(limit as usize);
+        page.last().map(|t| t.cursor().encode())
+    });
+    let items: Vec<Value> = page.iter().map(templates::Listed::to_json).collect();
+    Ok(Json(json!({"items": items, "nextCursor": next.flatten()})).into_response())
 }
 
 pub async fn get_one(

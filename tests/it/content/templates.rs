@@ -178,3 +178,68 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
     let count: i64 = app.db.count("SELECT count(*) FROM notifications").await;
     assert_eq!(count, 0);
 }
+
+#[tokio::test]
+async fn templates_are_listed_newest_first_in_pages_with_their_latest_version() {
+    let app = TestApp::spawn().await;
+    let listed = call(&app, Method::GET, "/templates", None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.body, json!({"items": [], "nextCursor": null}));
+
+    publish(&app, "welcome", &welcome("Hi")).await;
+    let reminder = json!({
+        "channel": "SMS",
+        "defaultLocale": "en",
+        "locales": {"en": {"text": "Soon, {{ name }}"}, "de": {"text": "Bald, {{ name }}"}},
+        "sampleData": {"name": "Ada"}
+    });
+    publish(&app, "reminder", &reminder).await;
+    // A new version does not move a template in the order.
+    publish(&app, "welcome", &welcome("Hello")).await;
+
+    let first = call(&app, Method::GET, "/templates?limit=1", None).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let items = first.body["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["templateId"], "reminder");
+    assert_eq!(items[0]["channel"], "SMS");
+    assert_eq!(items[0]["latestVersion"], 1);
+    assert_eq!(items[0]["locales"], json!(["de", "en"]));
+    let cursor = first.body["nextCursor"].as_str().expect("a next page");
+
+    let second = call(
+        &app,
+        Method::GET,
+        &format!("/templates?limit=1&cursor={cursor}"),
+        None,
+    )
+    .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let item = &second.body["items"][0];
+    assert_eq!(item["templateId"], "welcome");
+    assert_eq!(item["channel"], "EMAIL");
+    assert_eq!(item["latestVersion"], 2);
+    assert_eq!(item["defaultLocale"], "en");
+    assert_eq!(item["locales"], json!(["en", "pt"]));
+    assert!(item["updatedAt"].as_str() >= item["createdAt"].as_str());
+    assert!(second.body["nextCursor"].is_null());
+
+    let all = call(&app, Method::GET, "/templates", None).await;
+    let ids: Vec<&str> = all.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|t| t["templateId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["reminder", "welcome"]);
+
+    let bad = call(
+        &app,
+        Method::GET,
+        "/templates?limit=0&cursor=nope&x=1",
+        None,
+    )
+    .await;
+    assert_envelope(&bad.body, 400, "/templates");
+    assert_eq!(detail_fields(&bad.body), ["x", "limit", "cursor"]);
+}
