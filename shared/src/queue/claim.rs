@@ -52,9 +52,9 @@ impl Claimed {
 pub enum ClaimMode {
     /// Any due notification, up to the batch size (the simulated provider).
     Free,
-    /// Only while the channel is neither paused nor open, never more than its token
-    /// buckets hold (a real provider), and at most `bulk` bulk notifications.
-    Paced { bulk: i64 },
+    /// Only while the channel is neither paused nor open, and never more than its token
+    /// buckets hold (a real provider).
+    Paced,
 }
 
 /// Claims up to `limit` due notifications of `channel` in claim order, for `lease`.
@@ -68,22 +68,13 @@ pub async fn claim(
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let statement = match mode {
         ClaimMode::Free => CLAIM_CHANNEL,
-        ClaimMode::Paced { .. } => CLAIM_PACED,
+        ClaimMode::Paced => CLAIM_PACED,
     }
     .prepare(db)
     .await?;
-    let lease = millis(lease);
-    let rows = match mode {
-        ClaimMode::Free => {
-            db.query(&statement, &[&channel, &limit, &worker_id, &lease])
-                .await?
-        }
-        ClaimMode::Paced { bulk } => {
-            let bulk = bulk.min(limit);
-            db.query(&statement, &[&channel, &limit, &worker_id, &lease, &bulk])
-                .await?
-        }
-    };
+    let rows = db
+        .query(&statement, &[&channel, &limit, &worker_id, &millis(lease)])
+        .await?;
     let mut claimed = rows
         .iter()
         .map(|row| {
@@ -110,25 +101,30 @@ pub async fn claim(
     Ok(claimed)
 }
 
-/// Claims up to `limit` due notifications of a paced `channel`, at most `bulk` of them
-/// bulk (see [`ClaimMode::Paced`]), in a transaction that first waits for the channel's
-/// turn. Under load many sweepers claim the same channel at once; waiting inside the claim
-/// statement would leave it with a snapshot taken before the wait, and it would burn its
-/// time (holding the channel) stepping over rows others claimed meanwhile, which makes the
-/// next one wait longer.
+/// Claims up to `limit` due notifications of a paced `channel` (see [`ClaimMode::Paced`])
+/// in a transaction that first waits for the channel's turn. Under load many sweepers
+/// claim the same channel at once; waiting inside the claim statement would leave it with
+/// a snapshot taken before the wait, and it would burn its time (holding the channel)
+/// stepping over rows others claimed meanwhile, which makes the next one wait longer.
 pub async fn claim_paced(
     db: &mut deadpool_postgres::Client,
     channel: Channel,
     worker_id: &str,
     limit: i64,
-    bulk: i64,
     lease: Duration,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let transaction = db.transaction().await?;
     let lock = LOCK_CHANNEL.prepare(&transaction).await?;
     transaction.execute(&lock, &[&channel]).await?;
-    let mode = ClaimMode::Paced { bulk };
-    let claimed = claim(&transaction, channel, mode, worker_id, limit, lease).await?;
+    let claimed = claim(
+        &transaction,
+        channel,
+        ClaimMode::Paced,
+        worker_id,
+        limit,
+        lease,
+    )
+    .await?;
     transaction.commit().await?;
     Ok(claimed)
 }

@@ -210,36 +210,11 @@ impl Sweeper {
 
     /// One step: maybe recover, claim due work of every channel, deliver, record.
     pub async fn sweep_once(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
-        let outcome = self.maintain().await?;
+        let mut outcome = self.maintain().await?;
         if stop.is_stopped() {
             return Ok(outcome);
         }
-        let claimed = self.claim(Work::Everything).await?;
-        self.process(claimed, stop, outcome).await
-    }
-
-    /// One step of the transactional lane: only the transactional work of the channels
-    /// sent by a real provider, and no housekeeping, so a password reset is claimed at once
-    /// even while every other lane is busy with a campaign's batches.
-    pub async fn sweep_transactional(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
-        let claimed = self.claim(Work::PacedTransactional).await?;
-        self.process(claimed, stop, SweepOutcome::default()).await
-    }
-
-    /// Whether some channel is sent by a real provider (and so paced).
-    pub fn paces_a_channel(&self) -> bool {
-        Channel::ALL
-            .into_iter()
-            .any(|channel| self.provider.is_real_for(channel))
-    }
-
-    /// What follows a claim: fence and admit, render, deliver, dispose, record, observe.
-    async fn process(
-        &self,
-        claimed: Vec<Claimed>,
-        stop: &StopSignal,
-        mut outcome: SweepOutcome,
-    ) -> anyhow::Result<SweepOutcome> {
+        let claimed = self.claim().await?;
         outcome.claimed = claimed.len() as u64;
         outcome.full = claimed.len() as u64 >= self.config.batch_size as u64;
         if claimed.is_empty() {
@@ -360,16 +335,12 @@ impl Sweeper {
     /// Every channel's due work, each claimed by its own statement: the channels of the
     /// simulated provider together on one connection, then each channel sent by a real
     /// provider, paced, in its own short transaction.
-    async fn claim(&self, work: Work) -> anyhow::Result<Vec<Claimed>> {
+    async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
         let mut db = self.pool.get().await?;
         let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
             .into_iter()
             .partition(|channel| self.provider.is_real_for(*channel));
         let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
-        let (free, bulk) = match work {
-            Work::Everything => (free, batch),
-            Work::PacedTransactional => (Vec::new(), 0),
-        };
         let claims = free.into_iter().map(|channel| {
             queue::claim(&db, channel, ClaimMode::Free, &self.worker_id, batch, lease)
         });
@@ -378,19 +349,9 @@ impl Sweeper {
             claimed.extend(channel?);
         }
         for channel in paced {
-            claimed.extend(
-                queue::claim_paced(&mut db, channel, &self.worker_id, batch, bulk, lease).await?,
-            );
+            claimed
+                .extend(queue::claim_paced(&mut db, channel, &self.worker_id, batch, lease).await?);
         }
         Ok(claimed)
     }
-}
-
-/// What a step claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Work {
-    /// Due work of every channel.
-    Everything,
-    /// Only transactional work of the paced channels.
-    PacedTransactional,
 }

@@ -9,37 +9,21 @@ use super::{SweepOutcome, Sweeper};
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
-/// Which steps a lane runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lane {
-    /// [`Sweeper::sweep_once`]; lane 0 of them polls.
-    General(usize),
-    /// [`Sweeper::sweep_transactional`]: only with a channel sent by a real provider.
-    Transactional,
-}
-
 /// Runs `sweep_once` on `WORKER_CONCURRENCY` lanes (at most one fewer than the pool's
-/// connections) until `stop` fires, and returns the sum of what they did. Lanes overlap
-/// the round trips of several batches; the deliveries in flight are bounded by the
-/// sweeper's gate, and a lane claims only when one could start. A lane that found work
-/// goes on at once; an idle lane waits. Each wake-up from the database, and each full
-/// batch (more work is likely waiting), wakes one idle lane, not all of them: fifty lanes
-/// woken by every new notification would queue fifty claims on the same rows for one
-/// notification. When a channel is paced, one of the lanes claims only its transactional
-/// work and is woken by every wake-up: the others may all be busy with a campaign's
-/// batches. Lane 0 and the transactional lane also poll every poll interval.
+/// connections) until `stop` fires, and returns the sum of what they did. Lanes overlap the round trips of several batches; the deliveries in
+/// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
+/// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
+/// interval. Each wake-up from the database, and each full batch (more work is likely
+/// waiting), wakes one idle lane, not all of them: fifty lanes woken by every new
+/// notification would queue fifty claims on the same rows for one notification.
 pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> SweepOutcome {
     let ready = Arc::new(Notify::new());
-    let urgent = Arc::new(Notify::new());
     let forwarder = {
-        let (ready, urgent, stop) = (ready.clone(), urgent.clone(), stop.clone());
+        let (ready, stop) = (ready.clone(), stop.clone());
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    () = wake.notified() => {
-                        ready.notify_one();
-                        urgent.notify_one();
-                    }
+                    () = wake.notified() => ready.notify_one(),
                     () = stop.stopped() => break,
                 }
             }
@@ -52,19 +36,11 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
         .concurrency
         .min(sweeper.pool_size().saturating_sub(1))
         .max(1);
-    let mut kinds: Vec<Lane> = Vec::with_capacity(lanes);
-    if sweeper.paces_a_channel() && lanes > 1 {
-        kinds.push(Lane::Transactional);
-    }
-    kinds.extend((0..lanes - kinds.len()).map(Lane::General));
     let mut tasks = tokio::task::JoinSet::new();
-    for lane in kinds {
+    for lane in 0..lanes {
         let sweeper = sweeper.clone();
         let stop = stop.clone();
-        let wakes = match lane {
-            Lane::General(_) => ready.clone(),
-            Lane::Transactional => urgent.clone(),
-        };
+        let ready = ready.clone();
         tasks.spawn(async move {
             let mut total = SweepOutcome::default();
             let mut failures = 0u32;
@@ -73,23 +49,19 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                 if stop.is_stopped() {
                     break;
                 }
-                let step = match lane {
-                    Lane::General(_) => sweeper.sweep_once(&stop).await,
-                    Lane::Transactional => sweeper.sweep_transactional(&stop).await,
-                };
-                let idle = match step {
+                let idle = match sweeper.sweep_once(&stop).await {
                     Ok(outcome) => {
                         failures = 0;
                         total += outcome;
                         if outcome.full {
-                            wakes.notify_one();
+                            ready.notify_one();
                         }
                         outcome.claimed == 0
                     }
                     Err(error) => {
                         failures = failures.saturating_add(1);
                         total.failed_steps += 1;
-                        tracing::error!(error = %crate::telemetry::describe(&error), ?lane, "sweep step failed");
+                        tracing::error!(error = %crate::telemetry::describe(&error), lane, "sweep step failed");
                         true
                     }
                 };
@@ -102,16 +74,15 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                 } else {
                     sweeper.config().poll_interval
                 };
-                let polls = matches!(lane, Lane::General(0) | Lane::Transactional);
                 let poll_timer = async {
-                    if polls || failures > 0 {
+                    if lane == 0 || failures > 0 {
                         tokio::time::sleep(poll).await
                     } else {
                         std::future::pending().await
                     }
                 };
                 tokio::select! {
-                    () = wakes.notified() => {}
+                    () = ready.notified() => {}
                     () = poll_timer => {}
                     () = stop.stopped() => {}
                 }
