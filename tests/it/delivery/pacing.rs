@@ -174,7 +174,6 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
                     notify_shared::domain::Channel::Email,
                     &format!("racer-{n}"),
                     100,
-                    100,
                     Duration::from_secs(60),
                 )
                 .await
