@@ -5,6 +5,7 @@
 
 mod delivery;
 mod endpoints;
+mod guard;
 mod races;
 mod signing;
 
