@@ -67,3 +67,9 @@ pub async fn read_json(
         .map(Some)
         .map_err(|error| ApiError::bad_request(format!("Request body is not valid JSON ({error})")))
 }
+
+/// The pairs of a query string (`None` or empty: none), or 400 when it cannot be parsed.
+pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))
+}

@@ -173,9 +173,7 @@ pub async fn list(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-            .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs = super::body::query_pairs(query.as_deref())?;
     let mut problems = Problems::new();
     let values = problems.query(&pairs, &["limit", "cursor"]);
     let (limit, after) = problems.page(&values, Cursor::decode);

@@ -140,8 +140,7 @@ pub async fn list(
 /// `status`, `recipient`, `class`, `category`, `limit` (1–100, default 20) and `cursor`;
 /// nothing else, each once.
 pub fn parse_list_query(query: &str) -> Result<ListFilter, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs = super::body::query_pairs(Some(query))?;
     let mut problems = Problems::new();
     let values = problems.query(
         &pairs,

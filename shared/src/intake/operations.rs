@@ -149,9 +149,7 @@ pub async fn metrics(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-            .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs = super::body::query_pairs(query.as_deref())?;
     let mut format = None;
     for (key, value) in &pairs {
         match (key.as_str(), value.as_str()) {

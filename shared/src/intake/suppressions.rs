@@ -151,8 +151,7 @@ struct ListQuery {
 }
 
 fn parse_query(query: &str) -> Result<ListQuery, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs = super::body::query_pairs(Some(query))?;
     let mut problems = Problems::new();
     let values = problems.query(&pairs, &["channel", "address", "limit", "cursor"]);
     let mut parsed = ListQuery {

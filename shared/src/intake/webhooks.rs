@@ -189,8 +189,7 @@ pub async fn list_events(
 }
 
 fn parse_event_query(query: &str) -> Result<EventFilter, ApiError> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|_| ApiError::bad_request("Query string could not be parsed"))?;
+    let pairs = super::body::query_pairs(Some(query))?;
     let mut problems = Problems::new();
     let values = problems.query(&pairs, &["status", "endpointId", "limit", "cursor"]);
     let mut filter = EventFilter {
