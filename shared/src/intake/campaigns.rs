@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::fingerprint;
 use super::handlers::parse_id;
 use super::times::parse_iso;
-use super::validation::{IDEMPOTENCY_KEY_MAX, is_category, is_recipient_id, template_use};
+use super::validation::{IDEMPOTENCY_KEY_MAX, is_recipient_id, template_use};
 use crate::audience::profiles;
 use crate::auth::Caller;
 use crate::content::campaigns::{self, Campaign, NewCampaign, RECIPIENT_IDS_MAX, Submitted};
@@ -240,17 +240,7 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
         }
         Some(value) => template_use(value, &mut problems),
     };
-    let category = match object.get("category") {
-        None => Some("general".to_string()),
-        Some(Value::String(category)) if is_category(category) => Some(category.clone()),
-        Some(_) => {
-            problems.add(
-                "category",
-                "category must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
-            );
-            None
-        }
-    };
+    let category = super::validation::category(object.get("category"), &mut problems);
     // Campaigns are bulk: LOW unless told otherwise.
     let priority = match object.get("priority") {
         None => Some(Priority::Low),

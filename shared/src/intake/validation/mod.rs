@@ -56,6 +56,22 @@ pub fn is_recipient_id(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b))
 }
 
+/// The `category` field: "general" when absent, else 1 to 64 lower-case letters, digits
+/// or `_.-` starting with a letter or digit (worded once for every route that takes one).
+pub fn category(value: Option<&Value>, problems: &mut Problems) -> Option<String> {
+    match value {
+        None => Some("general".to_string()),
+        Some(Value::String(category)) if is_category(category) => Some(category.clone()),
+        Some(_) => {
+            problems.add(
+                "category",
+                "category must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
+            );
+            None
+        }
+    }
+}
+
 /// Validates one create body for channels that all go to the simulated provider. `now`
 /// bounds `sendAt` (at most 365 days ahead).
 pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest, Vec<FieldError>> {
@@ -187,17 +203,7 @@ pub fn validate_create_for(
             problems.one_of("class", value.as_str(), Class::parse, "TRANSACTIONAL, BULK")
         }
     };
-    let category = match object.get("category") {
-        None => Some("general".to_string()),
-        Some(Value::String(category)) if is_category(category) => Some(category.clone()),
-        Some(_) => {
-            problems.add(
-                "category",
-                "category must be 1 to 64 lower-case letters, digits or _.- starting with a letter or digit",
-            );
-            None
-        }
-    };
+    let category = category(object.get("category"), &mut problems);
     let expiry = expiry(object, now, due, &mut problems);
 
     if let (Some(RequestTarget::Address(recipient)), Some(channel), Some(Value::Object(fields))) =
