@@ -13,8 +13,8 @@ const BEFORE_QUEUE: i32 = 12;
 /// The last migration before campaigns record their progress.
 const BEFORE_CAMPAIGN_PROGRESS: i32 = 13;
 
-#[tokio::test]
-async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_claimable() {
+/// A fresh database migrated up to `version`: (server URL, its name, its URL).
+async fn scratch_at(version: i32) -> (String, String, String) {
     let admin_url = server_url();
     let name = format!("notify_upgrade_{}", uuid::Uuid::new_v4().simple());
     let admin = db::connect(&admin_url).await.expect("connect");
@@ -23,9 +23,13 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
         .await
         .expect("create");
     let url = notify_local::scratch::with_database(&admin_url, &name);
-    db::migrate_up_to(&url, BEFORE_QUEUE)
-        .await
-        .expect("old schema");
+    db::migrate_up_to(&url, version).await.expect("old schema");
+    (admin_url, name, url)
+}
+
+#[tokio::test]
+async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_claimable() {
+    let (admin_url, name, url) = scratch_at(BEFORE_QUEUE).await;
 
     let old = db::connect(&url).await.expect("connect");
     // One notification in every status, each with the columns its constraints require.
@@ -106,7 +110,6 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
     drop(conn);
     pool.close();
     drop(new);
-    drop(admin);
     notify_local::scratch::drop_database(&admin_url, &name)
         .await
         .expect("drop");
@@ -114,17 +117,7 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
 
 #[tokio::test]
 async fn campaigns_expanding_at_the_upgrade_start_their_progress_clock_then_and_are_not_stalled() {
-    let admin_url = server_url();
-    let name = format!("notify_upgrade_{}", uuid::Uuid::new_v4().simple());
-    let admin = db::connect(&admin_url).await.expect("connect");
-    admin
-        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-        .await
-        .expect("create");
-    let url = notify_local::scratch::with_database(&admin_url, &name);
-    db::migrate_up_to(&url, BEFORE_CAMPAIGN_PROGRESS)
-        .await
-        .expect("old schema");
+    let (admin_url, name, url) = scratch_at(BEFORE_CAMPAIGN_PROGRESS).await;
 
     let old = db::connect(&url).await.expect("connect");
     // A campaign created two hours ago and still expanding, and one long done.
@@ -175,7 +168,6 @@ async fn campaigns_expanding_at_the_upgrade_start_their_progress_clock_then_and_
         .get(0);
     assert_eq!(indexed, 1);
     drop(new);
-    drop(admin);
     notify_local::scratch::drop_database(&admin_url, &name)
         .await
         .expect("drop");
