@@ -128,10 +128,12 @@ impl Sweeper {
             pool,
             provider,
             random,
+            // Written into every claim and attempt row, so kept short: the process id and
+            // 32 random bits tell the sweepers of one deployment apart.
             worker_id: format!(
-                "sweeper-{}-{}",
+                "sweeper-{}-{:08x}",
                 std::process::id(),
-                uuid::Uuid::new_v4().simple()
+                uuid::Uuid::new_v4().as_u128() as u32
             ),
             places: Places::new(config.concurrency),
             config,
