@@ -1,6 +1,6 @@
 //! B1 and B3, the intake scenarios: the batch load through `POST /notifications/batch`
 //! (B1, also the load before every drain) and single `POST /notifications` calls from 8
-//! clients against the intake's own insert statement with no HTTP in front (B3).
+//! clients against the intake's own statements with no HTTP in front (B3).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +14,10 @@ use crate::load::{self, When};
 use crate::procs::{Process, Role};
 use crate::stats::{self, Latency, Progress};
 use crate::sys::{self, CpuUse};
+
+/// The key the floor hashes addresses with (the API process hashes with its own; the
+/// cost is the same).
+const FLOOR_SECRET: &[u8] = b"notify-bench-floor";
 
 /// Loads `n` notifications due tomorrow through `POST /notifications/batch`, each with
 /// the payload `payload` makes.
@@ -40,7 +44,7 @@ pub(super) async fn load_bulk(
     Ok(took)
 }
 
-/// B3: `POST /notifications` from 8 clients, and the same insert statement from 8
+/// B3: `POST /notifications` from 8 clients, and the same statements from 8
 /// connections with no HTTP in front (the floor).
 #[derive(Debug, Clone, Serialize)]
 pub struct Single {
@@ -175,12 +179,14 @@ pub async fn single_intake(ctx: &Ctx, run: u32) -> anyhow::Result<Single> {
     api.stop(STOP_GRACE).await;
     db.drop_now().await?;
 
-    // The floor: the intake's own insert statement, 8 connections, no HTTP.
+    // The floor: the intake's own statements for a request addressed to an address (the
+    // suppression-list read of its audience rules, then the insert), 8 connections, no
+    // HTTP.
     let db = ctx.server.fresh_database().await?;
     let pool = db.pool(CLIENTS)?;
     let prefix = format!("b3f-{}", short_id());
     let (floor_latencies, _, floor_cpu) = closed_loop(
-        &format!("B3 run {run} insert statement x{CLIENTS} (floor)"),
+        &format!("B3 run {run} suppression read + insert x{CLIENTS} (floor)"),
         measure,
         (Vec::new(), ctx.postmaster),
         move |client, i| {
@@ -188,6 +194,12 @@ pub async fn single_intake(ctx: &Ctx, run: u32) -> anyhow::Result<Single> {
             let key = format!("{prefix}-c{client}-{i}");
             async move {
                 let db = pool.get().await?;
+                let address = format!("{key}@bench.example");
+                let channel = notify_shared::notification::Channel::Email;
+                let hash = notify_shared::audience::address::hash(FLOOR_SECRET, channel, &address);
+                let listed =
+                    notify_shared::audience::suppressions::listed(&db, &[(channel, hash)]).await?;
+                anyhow::ensure!(listed.is_empty(), "a bench address is suppressed");
                 let new = notify_shared::queue::NewNotification::new(
                     key.clone(),
                     format!(
@@ -195,8 +207,8 @@ pub async fn single_intake(ctx: &Ctx, run: u32) -> anyhow::Result<Single> {
                         uuid::Uuid::new_v4().simple(),
                         uuid::Uuid::new_v4().simple()
                     ),
-                    format!("{key}@bench.example"),
-                    notify_shared::notification::Channel::Email,
+                    address,
+                    channel,
                     load::payload(i),
                     notify_shared::queue::Due::AfterSeconds(86_400),
                     6,

@@ -43,7 +43,7 @@ pub fn write(w: &mut String, runs: &[RunResult]) {
         );
         let _ = writeln!(
             w,
-            "| insert statement (floor) | — | {} | {} | {} |\n",
+            "| suppression read + insert statement (floor) | — | {} | {} | {} |\n",
             floor(|c| c.postgres_s),
             floor(|c| c.bench_s),
             floor(|c| c.others_s),
