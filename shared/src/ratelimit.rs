@@ -23,10 +23,12 @@ const RESERVE: Statement = statement!("rate_limit_reservations/reserve");
 const PRUNE: Statement = statement!("rate_limit_reservations/prune");
 
 /// The outcome for one batch: what may be sent now, and what waits until a slot frees.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Admission<'a> {
     pub admitted: Vec<&'a Claimed>,
     pub deferred: Vec<(&'a Claimed, DateTime<Utc>)>,
+    /// The admitted that take a new reservation (the others hold one from an earlier try).
+    pub reserve: Vec<&'a Claimed>,
 }
 
 /// One recipient's window while a batch is admitted.
@@ -56,48 +58,75 @@ impl Window {
     }
 }
 
-/// Locks the recipients of a batch for the rest of the transaction, in a fixed order.
-pub async fn lock_recipients(
-    tx: &impl GenericClient,
-    recipients: &[&str],
-) -> Result<(), tokio_postgres::Error> {
-    let statement = LOCK_RECIPIENTS.prepare(tx).await?;
-    tx.execute(&statement, &[&recipients]).await?;
+/// The live reservations of a batch's recipients, read under their locks, and the
+/// database clock.
+#[derive(Debug)]
+pub struct Reservations {
+    now: DateTime<Utc>,
+    /// Recipient, the notification holding the slot, and when it was taken.
+    slots: Vec<(String, Uuid, DateTime<Utc>)>,
+}
+
+/// Prepares (once per connection) every statement admission runs, so that a pipeline of
+/// them sends each at once and in order (see [`crate::db::PipelinedTransaction`]).
+pub async fn prepare(db: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
+    tokio::try_join!(
+        LOCK_RECIPIENTS.prepare(db),
+        LIVE.prepare(db),
+        RESERVE.prepare(db)
+    )?;
     Ok(())
 }
 
-/// Decides admission for `batch` (in claim order) and records the new reservations.
-/// Must run inside the transaction that holds [`lock_recipients`] for these recipients.
-pub async fn admit<'a>(
+/// Locks `recipients` for the rest of the transaction, in a fixed order, then reads their
+/// live reservations (pruning expired ones on the way). Both statements are sent at once,
+/// the lock first: one round trip, and the read sees every reservation committed by a
+/// transaction that held one of these locks before.
+pub async fn lock_and_read(
     tx: &impl GenericClient,
-    limit: &RateLimitConfig,
-    batch: &[&'a Claimed],
-) -> Result<Admission<'a>, tokio_postgres::Error> {
-    if batch.is_empty() {
-        return Ok(Admission {
-            admitted: Vec::new(),
-            deferred: Vec::new(),
-        });
-    }
-    let window_ms = millis(limit.window);
-    let recipients: Vec<&str> = batch.iter().map(|c| c.recipient.as_str()).collect();
-
-    // Live reservations of these recipients (expired ones are pruned on the way).
-    let statement = LIVE.prepare(tx).await?;
-    let rows = tx.query(&statement, &[&recipients, &window_ms]).await?;
-
-    // Per recipient: the times of its live reservations, oldest first.
-    let mut windows: HashMap<String, Window> = HashMap::new();
-    let mut holders: HashSet<Uuid> = HashSet::new();
-    let mut now: Option<DateTime<Utc>> = None;
+    recipients: &[&str],
+    window: Duration,
+) -> Result<Reservations, tokio_postgres::Error> {
+    let (lock, live) = tokio::try_join!(LOCK_RECIPIENTS.prepare(tx), LIVE.prepare(tx))?;
+    let window_ms = millis(window);
+    // `try_join` sends its first future's statement first.
+    let ((), rows) = futures::future::try_join(
+        async { tx.execute(&lock, &[&recipients]).await.map(drop) },
+        tx.query(&live, &[&recipients, &window_ms]),
+    )
+    .await?;
+    let mut reservations = Reservations {
+        now: Utc::now(),
+        slots: Vec::with_capacity(rows.len()),
+    };
     for row in &rows {
-        now = Some(row.try_get("now")?);
+        reservations.now = row.try_get("now")?;
         // The one row of a batch whose recipients hold no reservation carries only the clock.
         let Some(reserved_at) = row.try_get::<_, Option<DateTime<Utc>>>("reserved_at")? else {
             continue;
         };
-        holders.insert(row.try_get("notification_id")?);
-        let recipient: String = row.try_get("recipient")?;
+        reservations.slots.push((
+            row.try_get("recipient")?,
+            row.try_get("notification_id")?,
+            reserved_at,
+        ));
+    }
+    Ok(reservations)
+}
+
+/// Decides admission for `batch` (in claim order) from the reservations read under the
+/// recipients' locks. The admitted that hold no reservation yet are in
+/// [`Admission::reserve`], for [`reserve`] in the same transaction.
+pub fn admit<'a>(
+    limit: &RateLimitConfig,
+    reservations: Reservations,
+    batch: &[&'a Claimed],
+) -> Admission<'a> {
+    // Per recipient: the times of its live reservations, oldest first.
+    let mut windows: HashMap<String, Window> = HashMap::new();
+    let mut holders: HashSet<Uuid> = HashSet::new();
+    for (recipient, holder, reserved_at) in reservations.slots {
+        holders.insert(holder);
         windows
             .entry(recipient)
             .or_default()
@@ -107,35 +136,38 @@ pub async fn admit<'a>(
     for window in windows.values_mut() {
         window.slots.sort();
     }
-    let now = now.unwrap_or_else(Utc::now);
     let length = TimeDelta::from_std(limit.window).unwrap_or(TimeDelta::MAX);
     let max = usize::try_from(limit.max_notifications).unwrap_or(usize::MAX);
 
-    let mut admission = Admission {
-        admitted: Vec::new(),
-        deferred: Vec::new(),
-    };
-    let mut reserve: Vec<&Claimed> = Vec::new();
+    let mut admission = Admission::default();
     for claim in batch {
         let window = windows.entry(claim.recipient.clone()).or_default();
         if holders.contains(&claim.id) {
             admission.admitted.push(claim);
         } else if window.slots.len() < max {
-            window.slots.push(now);
-            reserve.push(claim);
+            window.slots.push(reservations.now);
+            admission.reserve.push(claim);
             admission.admitted.push(claim);
         } else {
             admission.deferred.push((claim, window.next_free(length)));
         }
     }
+    admission
+}
 
-    if !reserve.is_empty() {
-        let ids: Vec<Uuid> = reserve.iter().map(|c| c.id).collect();
-        let owners: Vec<&str> = reserve.iter().map(|c| c.recipient.as_str()).collect();
-        let statement = RESERVE.prepare(tx).await?;
-        tx.execute(&statement, &[&ids, &owners]).await?;
+/// Records the reservations of newly admitted notifications, reserved now.
+pub async fn reserve(
+    tx: &impl GenericClient,
+    admitted: &[&Claimed],
+) -> Result<(), tokio_postgres::Error> {
+    if admitted.is_empty() {
+        return Ok(());
     }
-    Ok(admission)
+    let ids: Vec<Uuid> = admitted.iter().map(|c| c.id).collect();
+    let recipients: Vec<&str> = admitted.iter().map(|c| c.recipient.as_str()).collect();
+    let statement = RESERVE.prepare(tx).await?;
+    tx.execute(&statement, &[&ids, &recipients]).await?;
+    Ok(())
 }
 
 /// Deletes reservations that left the window for every recipient (admission prunes only

@@ -18,6 +18,7 @@ mod deploy;
 mod logs;
 mod migration;
 mod operations;
+mod pipelined;
 mod processes;
 mod properties;
 mod ratelimit;

@@ -195,12 +195,14 @@ async fn twenty_simultaneous_admissions_from_separate_pools_take_exactly_the_lim
             let mut connection = pool.get().await.expect("db");
             let tx = connection.transaction().await.expect("begin");
             barrier.wait().await;
-            ratelimit::lock_recipients(&tx, &[claim.recipient.as_str()])
+            let reservations =
+                ratelimit::lock_and_read(&tx, &[claim.recipient.as_str()], limit.window)
+                    .await
+                    .expect("lock and read");
+            let admission = ratelimit::admit(&limit, reservations, &[&claim]);
+            ratelimit::reserve(&tx, &admission.reserve)
                 .await
-                .expect("lock");
-            let admission = ratelimit::admit(&tx, &limit, &[&claim])
-                .await
-                .expect("admit");
+                .expect("reserve");
             // Hold the transaction open a moment: without the recipient lock every
             // admission would overlap here and all twenty would see free slots.
             tokio::time::sleep(Duration::from_millis(30)).await;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, ensure};
 use notify_shared::backoff::ThreadRandom;
 use notify_shared::config::{MockProviderConfig, RateLimitConfig};
+use notify_shared::db::PipelinedTransaction;
 use notify_shared::notification::Channel;
 use notify_shared::provider::simulated::SimulatedProvider;
 use notify_shared::provider::{Attempt, Call, Delivery, Gate, Provider, ProviderOutcome};
@@ -180,20 +181,26 @@ async fn lane(
         let t1 = Instant::now();
         let all: Vec<&Claimed> = claimed.iter().collect();
         let held: Vec<&Claimed> = if variant.admission {
-            let mut db = pool.get().await?;
-            let tx = db.transaction().await?;
+            // As the sweeper does: two round trips, BEGIN and COMMIT among the statements.
+            let tx = PipelinedTransaction::new(pool.get().await?);
+            let db = tx.client();
+            tokio::try_join!(queue::prepare_fence(db), ratelimit::prepare(db))?;
             let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
-            // As the sweeper does: both sent at once, answered in one round trip.
-            let (locked, still) = tokio::join!(
-                ratelimit::lock_recipients(&tx, &recipients),
-                queue::start_fence(&tx, &all, FENCE_NEEDED, LEASE),
+            let (begun, reservations, still) = tokio::join!(
+                tx.begin(),
+                ratelimit::lock_and_read(db, &recipients, limit.window),
+                queue::start_fence(db, &all, FENCE_NEEDED, LEASE),
             );
-            locked?;
-            let still = still?;
+            begun?;
+            let (reservations, still) = (reservations?, still?);
             let held: Vec<&Claimed> = all.into_iter().filter(|c| still.contains(&c.id)).collect();
-            let admission = ratelimit::admit(&tx, &limit, &held).await?;
+            let admission = ratelimit::admit(&limit, reservations, &held);
             ensure!(admission.deferred.is_empty(), "the rate limit bit");
-            tx.commit().await?;
+            let (reserved, committed) =
+                tokio::join!(ratelimit::reserve(db, &admission.reserve), tx.commit());
+            tx.ended(&committed);
+            reserved?;
+            committed?;
             admission.admitted
         } else {
             let db = pool.get().await?;

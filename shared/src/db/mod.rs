@@ -1,6 +1,7 @@
 //! Connections to PostgreSQL: the pool, TLS and migrations.
 
 mod database;
+mod pipelined;
 
 use std::str::FromStr;
 use std::sync::OnceLock;
@@ -14,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::config::DatabaseTimeouts;
 
 pub use database::Database;
+pub use pipelined::PipelinedTransaction;
 
 pub use deadpool_postgres::{Object as PooledClient, Pool as DbPool};
 

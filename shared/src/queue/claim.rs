@@ -129,6 +129,18 @@ pub async fn claim_paced(
     Ok(claimed)
 }
 
+/// Prepares (once per connection) the statements between the claim and the provider call
+/// (the start fence, the audience re-check, handing claims back), so a pipeline of them
+/// sends each at once and in order (see [`crate::db::PipelinedTransaction`]).
+pub async fn prepare_fence(db: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
+    tokio::try_join!(
+        START_FENCE.prepare(db),
+        RELEASE.prepare(db),
+        super::recheck::prepare(db)
+    )?;
+    Ok(())
+}
+
 /// The start fence: the ids of `batch` this worker still holds. A missing id was lost (its
 /// lease expired and another worker recovered it) and must not be sent. A claim with less
 /// than `needed` of lease left is renewed to a full `lease`.

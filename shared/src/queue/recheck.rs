@@ -27,6 +27,13 @@ pub async fn expire(db: &impl GenericClient, limit: i64) -> Result<u64, tokio_po
     Ok(expired.max(0) as u64)
 }
 
+/// Prepares the re-check once per connection (see [`super::prepare_fence`]).
+pub(super) async fn prepare(
+    db: &impl GenericClient,
+) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+    RECHECK.prepare(db).await
+}
+
 /// The re-check at send for claims still held: those expired since the claim, or whose
 /// address was suppressed or person opted out since enqueue, are finished here (EXPIRED
 /// or SUPPRESSED, attempt refunded, webhook event written). `hashes` holds the keyed hash

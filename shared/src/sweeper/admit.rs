@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::{FENCE_MARGIN, Sweeper};
 use crate::audience::address;
+use crate::db::PipelinedTransaction;
 use crate::queue::{self, Claimed, Stopped};
 use crate::ratelimit;
 
@@ -20,17 +21,22 @@ const RELEASE_TRIES: u32 = 5;
 const RELEASE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Sweeper {
-    /// In one short transaction: renew the lease of every claim still held (the start
-    /// fence), re-check the audience rules (expired, suppressed or opted out since
-    /// enqueue: finished here, unsent), then admit the rest against the rate limit;
-    /// refused ones go back to PENDING, due when a slot frees, attempt refunded. No lock
-    /// outlives the transaction.
+    /// In one short transaction of two round trips: renew the lease of every claim still
+    /// held (the start fence), re-check the audience rules (expired, suppressed or opted
+    /// out since enqueue: finished here, unsent), then admit the rest against the rate
+    /// limit; refused ones go back to PENDING, due when a slot frees, attempt refunded.
+    /// No lock outlives the transaction.
+    ///
+    /// The first round trip is `BEGIN`, the recipients' locks and their reservations, the
+    /// fence and the re-check; the second the new reservations, the deferrals and
+    /// `COMMIT` (see [`PipelinedTransaction`] for why the order holds).
     pub(super) async fn fence_and_admit<'a>(
         &self,
         claimed: &'a [Claimed],
     ) -> anyhow::Result<Admitted<'a>> {
-        let mut db = self.pool.get().await?;
-        let tx = db.transaction().await?;
+        let tx = PipelinedTransaction::new(self.pool.get().await?);
+        let db = tx.client();
+        tokio::try_join!(queue::prepare_fence(db), ratelimit::prepare(db))?;
         let all: Vec<&Claimed> = claimed.iter().collect();
         let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
         // The lease must outlast the deliveries that follow: one provider time limit per
@@ -43,41 +49,57 @@ impl Sweeper {
             .iter()
             .map(|c| address::hash(&self.audience.secret, c.channel, &c.recipient))
             .collect();
-        // Sent together, answered in one round trip: the statements are independent (the
-        // re-check reads only claims this worker holds).
-        let (locked, still_held, stopped) = tokio::join!(
+        // The re-check reads only claims this worker holds, so it needs no lock; the
+        // reservations are read for every claimed recipient (a superset of what is
+        // admitted below, which costs nothing and keeps them in this round trip).
+        let (begun, reservations, still_held, stopped) = tokio::join!(
+            tx.begin(),
             async {
-                match self.rate_limit {
-                    Some(_) => ratelimit::lock_recipients(&tx, &recipients).await,
-                    None => Ok(()),
+                match &self.rate_limit {
+                    Some(limit) => ratelimit::lock_and_read(db, &recipients, limit.window)
+                        .await
+                        .map(Some),
+                    None => Ok(None),
                 }
             },
-            queue::start_fence(&tx, &all, needed, self.config.visibility_timeout),
-            queue::recheck(&tx, &all, &hashes),
+            queue::start_fence(db, &all, needed, self.config.visibility_timeout),
+            queue::recheck(db, &all, &hashes),
         );
-        locked?;
-        let still_held = still_held?;
-        let stopped = stopped?;
+        let read = begun
+            .and(reservations)
+            .and_then(|reservations| Ok((reservations, still_held?, stopped?)));
+        let (reservations, still_held, stopped) = match read {
+            Ok(read) => read,
+            Err(error) => {
+                tx.roll_back().await;
+                return Err(error.into());
+            }
+        };
         let held: Vec<&Claimed> = all
             .into_iter()
             .filter(|c| still_held.contains(&c.id) && !stopped.iter().any(|(id, _)| *id == c.id))
             .collect();
-        let Some(limit) = &self.rate_limit else {
-            tx.commit().await?;
-            return Ok(Admitted {
-                send: held,
-                deferred: 0,
-                stopped,
-            });
+        let admission = match (&self.rate_limit, reservations) {
+            (Some(limit), Some(reservations)) => ratelimit::admit(limit, reservations, &held),
+            _ => ratelimit::Admission {
+                admitted: held,
+                ..Default::default()
+            },
         };
-        let admission = ratelimit::admit(&tx, limit, &held).await?;
         let deferred: Vec<(&Claimed, Option<DateTime<Utc>>)> = admission
             .deferred
             .iter()
             .map(|(c, at)| (*c, Some(*at)))
             .collect();
-        queue::release(&tx, &deferred).await?;
-        tx.commit().await?;
+        let (reserved, released, committed) = tokio::join!(
+            ratelimit::reserve(db, &admission.reserve),
+            queue::release(db, &deferred),
+            tx.commit(),
+        );
+        tx.ended(&committed);
+        reserved?;
+        released?;
+        committed?;
         for (claim, at) in &admission.deferred {
             tracing::info!(notification_id = %claim.id, due_at = %at, "rate limited; deferred");
         }
