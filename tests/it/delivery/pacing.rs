@@ -167,8 +167,9 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
         let pool = db.pool.clone();
         tokio::spawn(async move {
             let mut db = pool.get().await.expect("connection");
-            let mut claimed = 0usize;
+            let (mut claimed, mut asked) = (0usize, 0usize);
             while started.elapsed() < RUN {
+                asked += 100;
                 claimed += notify_shared::queue::claim_paced(
                     &mut db,
                     notify_shared::domain::Channel::Email,
@@ -180,25 +181,29 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
                 .expect("claim")
                 .len();
             }
-            claimed
+            (claimed, asked)
         })
     });
-    let mut claimed = 0;
+    let (mut claimed, mut asked) = (0, 0);
     for claimer in claimers {
-        claimed += claimer.await.expect("claimer");
+        let (got, wanted) = claimer.await.expect("claimer");
+        claimed += got;
+        asked += wanted;
     }
     let ran = started.elapsed().as_secs_f64();
     let most = RATE + RATE * ran;
     eprintln!(
-        "racing claims: {claimed} in {ran:.2} s (burst {RATE} + {RATE}/s: at most {most:.0})"
+        "racing claims: {claimed} of {asked} asked in {ran:.2} s (burst {RATE} + {RATE}/s: at most {most:.0})"
     );
     assert!(
         claimed as f64 <= most + 1.0,
         "{claimed} claimed, more than {most:.0}"
     );
-    // The last claims may end a few milliseconds before the clock is read: 5 % below.
+    // The last claims may end a few milliseconds before the clock is read: 5 % below. On a
+    // machine too busy for four claimers to ask for the rate, they get what they asked for.
+    let owed = (RATE + RATE * RUN.as_secs_f64()).min(asked as f64);
     assert!(
-        claimed as f64 >= 0.95 * (RATE + RATE * RUN.as_secs_f64()),
-        "only {claimed} claimed in {ran:.2} s: the bucket was not refilled for the time claims ran"
+        claimed as f64 >= 0.95 * owed,
+        "only {claimed} claimed of {asked} asked in {ran:.2} s: the bucket was not refilled for the time claims ran"
     );
 }
