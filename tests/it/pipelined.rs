@@ -5,12 +5,37 @@
 
 use std::time::Duration;
 
-use notify_shared::db::PipelinedTransaction;
+use notify_shared::db::{DbPool as Pool, PipelinedTransaction};
 use notify_tests::TestDb;
 
 async fn probe_table(db: &TestDb) {
     db.execute("CREATE TABLE pipeline_probe (n int NOT NULL)", &[])
         .await;
+}
+
+/// A pool of one connection, and a transaction on it that has begun and inserted a row.
+async fn open_with_one_row(db: &TestDb) -> (Pool, PipelinedTransaction) {
+    probe_table(db).await;
+    let pool = db.new_pool(1);
+    let tx = PipelinedTransaction::new(pool.get().await.expect("db"));
+    let client = tx.client();
+    let (begun, inserted) = tokio::join!(
+        tx.begin(),
+        client.execute("INSERT INTO pipeline_probe VALUES (1)", &[]),
+    );
+    begun.expect("begin");
+    inserted.expect("insert");
+    (pool, tx)
+}
+
+/// A row inserted on the pool's connection commits by itself: no transaction is open.
+async fn insert_outside_any_transaction(pool: &Pool) {
+    pool.get()
+        .await
+        .expect("db")
+        .execute("INSERT INTO pipeline_probe VALUES (9)", &[])
+        .await
+        .expect("insert");
 }
 
 /// Backends of this database inside a transaction that nobody is running a statement in.
@@ -86,29 +111,15 @@ async fn a_failed_statement_rolls_back_the_whole_pipeline_and_leaves_the_connect
     committed.expect("commit");
     assert_eq!(db.count("SELECT count(*) FROM pipeline_probe").await, 0);
     assert_eq!(idle_in_transaction(&db).await, 0);
-    let again = pool.get().await.expect("the same connection, reused");
-    assert_eq!(pool.status().size, 1);
-    again
-        .execute("INSERT INTO pipeline_probe VALUES (4)", &[])
-        .await
-        .expect("outside any transaction");
-    drop(again);
+    insert_outside_any_transaction(&pool).await;
+    assert_eq!(pool.status().size, 1, "the same connection, reused");
     assert_eq!(db.count("SELECT count(*) FROM pipeline_probe").await, 1);
 }
 
 #[tokio::test]
 async fn a_rolled_back_transaction_hands_its_connection_back() {
     let db = TestDb::new().await;
-    probe_table(&db).await;
-    let pool = db.new_pool(1);
-    let tx = PipelinedTransaction::new(pool.get().await.expect("db"));
-    let client = tx.client();
-    let (begun, inserted) = tokio::join!(
-        tx.begin(),
-        client.execute("INSERT INTO pipeline_probe VALUES (1)", &[]),
-    );
-    begun.expect("begin");
-    inserted.expect("insert");
+    let (pool, tx) = open_with_one_row(&db).await;
     tx.roll_back().await;
     assert_eq!(pool.status().size, 1);
     assert_eq!(idle_in_transaction(&db).await, 0);
@@ -118,16 +129,7 @@ async fn a_rolled_back_transaction_hands_its_connection_back() {
 #[tokio::test]
 async fn a_transaction_dropped_while_open_closes_its_connection_and_writes_nothing() {
     let db = TestDb::new().await;
-    probe_table(&db).await;
-    let pool = db.new_pool(1);
-    let tx = PipelinedTransaction::new(pool.get().await.expect("db"));
-    let client = tx.client();
-    let (begun, inserted) = tokio::join!(
-        tx.begin(),
-        client.execute("INSERT INTO pipeline_probe VALUES (1)", &[]),
-    );
-    begun.expect("begin");
-    inserted.expect("insert");
+    let (pool, tx) = open_with_one_row(&db).await;
     assert_eq!(idle_in_transaction(&db).await, 1);
     drop(tx);
     assert_eq!(pool.status().size, 0, "the connection left the pool");
@@ -141,11 +143,6 @@ async fn a_transaction_dropped_while_open_closes_its_connection_and_writes_nothi
     )
     .await;
     assert_eq!(db.count("SELECT count(*) FROM pipeline_probe").await, 0);
-    let fresh = pool.get().await.expect("a new connection");
-    fresh
-        .execute("INSERT INTO pipeline_probe VALUES (2)", &[])
-        .await
-        .expect("insert");
-    drop(fresh);
+    insert_outside_any_transaction(&pool).await;
     assert_eq!(db.count("SELECT count(*) FROM pipeline_probe").await, 1);
 }
