@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify_shared::notification::Status;
+use notify_shared::queue::Due;
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper;
 use notify_shared::wake::{self, Wake};
@@ -43,7 +44,16 @@ async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let inserted_at = Instant::now();
-    let n = factory::create(&db.pool, Spec::default()).await;
+    // Due now as intake stores it: the default spec's past due time is written by a second
+    // statement after the insert, which a claim woken by the insert could find locked.
+    let n = factory::create(
+        &db.pool,
+        Spec {
+            due: Due::AfterSeconds(0),
+            ..Spec::default()
+        },
+    )
+    .await;
     let mut status = Status::Pending;
     while inserted_at.elapsed() < Duration::from_secs(1) {
         status = factory::load(&db.pool, n.id).await.status;
