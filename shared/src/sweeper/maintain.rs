@@ -1,12 +1,12 @@
 //! The housekeeping a step does now and then, each part at its own interval: pruning old
-//! reservations, expiring notifications, retention, campaign expansion and completion,
-//! recovering expired claims.
+//! reservations, expiring notifications, retention, campaign completion, recovering
+//! expired claims; and campaign expansion, which runs beside the steps.
 
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{SweepOutcome, Sweeper};
+use crate::stop::StopSignal;
 use crate::{content, queue, ratelimit, retention};
 
 /// Expired claims returned per recovery statement.
@@ -15,13 +15,10 @@ const RECOVERY_BATCH: i64 = 1000;
 /// skips them meanwhile), and how many per statement.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
 const EXPIRY_BATCH: i64 = 1000;
-/// Time a step may spend expanding campaigns (at least one chunk when one is expanding),
-/// and how often finished campaigns are looked for.
-const EXPANSION_BUDGET: Duration = Duration::from_millis(250);
+/// How often finished campaigns are looked for.
 const FINISH_INTERVAL: Duration = Duration::from_secs(1);
-/// After finding no campaign to expand, steps do not look again for this long (so steps
-/// without campaigns pay nothing for them).
-const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
+/// After finding no campaign to expand, the expansion does not look again for this long.
+pub(super) const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -53,7 +50,6 @@ impl Sweeper {
                 );
             }
         }
-        self.expand_campaigns().await;
         if due(&self.last_finish, FINISH_INTERVAL) {
             let db = self.pool.get().await?;
             let finished = content::campaigns::finish(&db).await?;
@@ -78,22 +74,14 @@ impl Sweeper {
         Ok(outcome)
     }
 
-    /// Expands campaign chunks for at most [`EXPANSION_BUDGET`], in one lane at a time. A
-    /// failure is logged, not the step's: sending goes on, and the chunk that failed is
-    /// expanded again by a later step.
-    async fn expand_campaigns(&self) {
-        let idle = self
-            .nothing_to_expand
-            .lock()
-            .ok()
-            .and_then(|at| *at)
-            .is_some_and(|at| at.elapsed() < EXPANSION_IDLE_INTERVAL);
-        if idle || self.expanding.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let started = Instant::now();
+    /// Expands campaign chunks while there are any; returns how many recipients it
+    /// expanded (0: none waiting, or a failure). A failure is logged, not the sweeper's:
+    /// sending goes on, and the chunk that failed is expanded again by the next call. It
+    /// runs on a task of its own beside the lanes ([`super::run`]): lanes busy delivering
+    /// (a campaign's own notifications, say) must not hold up the rest of its audience.
+    pub(super) async fn expand_campaigns(&self, stop: &StopSignal) -> usize {
         let mut recipients = 0;
-        while started.elapsed() < EXPANSION_BUDGET {
+        while !stop.is_stopped() {
             match content::campaigns::expand_chunk(
                 &self.pool,
                 &self.audience.secret,
@@ -102,14 +90,9 @@ impl Sweeper {
             .await
             {
                 Ok(Some(chunk)) => recipients += chunk,
-                Ok(None) => {
-                    if let Ok(mut at) = self.nothing_to_expand.lock() {
-                        *at = Some(Instant::now());
-                    }
-                    break;
-                }
+                Ok(None) => break,
                 Err(error) => {
-                    tracing::warn!(error = %crate::telemetry::describe(&error), "campaign expansion failed; a later step resumes it");
+                    tracing::warn!(error = %crate::telemetry::describe(&error), "campaign expansion failed; it resumes from its checkpoint");
                     break;
                 }
             }
@@ -117,7 +100,7 @@ impl Sweeper {
         if recipients > 0 {
             tracing::info!(recipients, "campaign recipients expanded");
         }
-        self.expanding.store(false, Ordering::Release);
+        recipients
     }
 }
 

@@ -5,7 +5,8 @@
 //!
 //! - [`admit`]: the start fence, the rate limit, handing claims back.
 //! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
-//! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns).
+//! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns)
+//!   and the campaign expansion that runs beside them.
 
 mod admit;
 mod deliver;
@@ -19,7 +20,6 @@ pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
 pub use run::run;
 
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,10 +68,6 @@ pub struct Sweeper {
     last_retention: Mutex<Option<Instant>>,
     /// Template versions read so far (they never change).
     templates: VersionCache,
-    /// One lane of a process expands campaigns at a time.
-    expanding: AtomicBool,
-    /// When a look for a campaign to expand last found none.
-    nothing_to_expand: Mutex<Option<Instant>>,
     last_finish: Mutex<Option<Instant>>,
 }
 
@@ -153,8 +149,6 @@ impl Sweeper {
             last_expiry: Mutex::new(None),
             last_retention: Mutex::new(None),
             templates: VersionCache::default(),
-            expanding: AtomicBool::new(false),
-            nothing_to_expand: Mutex::new(None),
             last_finish: Mutex::new(None),
         }
     }

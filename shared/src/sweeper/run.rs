@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::maintain::EXPANSION_IDLE_INTERVAL;
 use super::{SweepOutcome, Sweeper};
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
 /// Runs `sweep_once` on `WORKER_CONCURRENCY` lanes (at most one fewer than the pool's
-/// connections) until `stop` fires, and returns the sum of what they did. Lanes overlap the round trips of several batches; the deliveries in
+/// connections), and campaign expansion beside them, until `stop` fires; returns the sum
+/// of what the lanes did. Lanes overlap the round trips of several batches; the deliveries in
 /// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
 /// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
 /// interval. Each wake-up from the database, and each full batch (more work is likely
@@ -25,6 +27,21 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                 tokio::select! {
                     () = wake.notified() => ready.notify_one(),
                     () = stop.stopped() => break,
+                }
+            }
+        })
+    };
+    // Campaign expansion runs beside the lanes, on the connection kept for maintenance:
+    // lanes busy delivering a campaign must not hold up the rest of its audience.
+    let expander = {
+        let (sweeper, stop) = (sweeper.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_stopped() {
+                if sweeper.expand_campaigns(&stop).await == 0 {
+                    tokio::select! {
+                        () = tokio::time::sleep(EXPANSION_IDLE_INTERVAL) => {}
+                        () = stop.stopped() => {}
+                    }
                 }
             }
         })
@@ -97,5 +114,7 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
         }
     }
     forwarder.abort();
+    // A chunk being expanded finishes (or, cut short, rolls back and is done again).
+    let _ = expander.await;
     total
 }

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use notify_shared::content::campaigns;
 use notify_shared::stop::StopSignal;
+use notify_shared::sweeper;
+use notify_shared::wake::Wake;
 use notify_tests::app::detail_fields;
+use notify_tests::doubles::Slow;
 use notify_tests::process::{Children, worker_command};
 use notify_tests::worker;
 use notify_tests::{TestApp, TestDb};
@@ -78,19 +81,24 @@ async fn a_campaign_fans_out_once_per_recipient_applies_the_audience_rules_and_f
     assert_eq!(created["template"], json!({"id": "welcome", "version": 1}));
     let id = created["id"].as_str().expect("id").to_string();
 
-    // A sweeper expands it within its steps (bounded per step) and sends it.
+    // A running sweeper expands it (beside its delivery lanes) and sends it.
     let sweeper = worker::sweeper(app.pool(), Arc::new(worker::simulated(app.pool().clone())))
         .config(worker::worker_config().batch_size(500))
         .build();
+    let (stopping, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
     let deadline = Instant::now() + Duration::from_secs(120);
     let done = loop {
-        worker::sweep(&sweeper).await;
         let state = campaign_state(&app, &id).await;
         if state["status"] == "DONE" {
             break state;
         }
         assert!(Instant::now() < deadline, "not done: {state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    stopping.stop();
+    running.await.expect("the sweeper stops");
     assert_eq!(done["expanded"], 2501);
     assert_eq!(done["counts"]["sent"], 2498);
     assert_eq!(
@@ -153,6 +161,45 @@ async fn every_profile_of_the_caller_is_walked_in_chunks() {
     assert_eq!(state["status"], "QUEUED");
     assert_eq!(state["expanded"], 2300);
     assert_eq!(state["counts"]["pending"], 2300);
+}
+
+/// Expansion runs beside the delivery lanes: with every lane held by a delivery that will
+/// not answer for a minute, the whole audience is still expanded.
+#[tokio::test]
+async fn a_campaign_expands_while_every_lane_waits_on_a_slow_provider() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 20_000).await;
+    let (status, created) = submit(&app, &campaign("slow", json!({"allRecipients": true}))).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["id"].as_str().expect("id").to_string();
+
+    let provider = Arc::new(Slow::new(Duration::from_secs(60)));
+    let sweeper = worker::sweeper(app.pool(), provider.clone())
+        .config(
+            worker::worker_config()
+                .concurrency(2)
+                .batch_size(2)
+                .provider_timeout(Duration::from_secs(120))
+                .visibility_timeout(Duration::from_secs(300)),
+        )
+        .build();
+    let (_stopping, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+    provider.wait_started(2).await;
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let state = campaign_state(&app, &id).await;
+        if state["expanded"] == 20_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "expansion stalled: {state}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(provider.started(), 2, "both places were held throughout");
+    // The deliveries in flight would take a minute to answer; nothing here needs them.
+    running.abort();
 }
 
 #[tokio::test]
