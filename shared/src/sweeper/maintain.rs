@@ -41,8 +41,14 @@ impl Sweeper {
             let db = self.pool.get().await?;
             outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
         }
-        if due(&self.last_retention, retention::INTERVAL) {
-            let deleted = retention::step(&self.pool, &self.retention).await?;
+        if let Some(turn) = self.retention_pacer.take(Instant::now()) {
+            let step = retention::timed_step(&self.pool, &self.retention).await?;
+            let vacuumed = retention::vacuum_due_tables(&self.pool).await?;
+            if !vacuumed.is_empty() {
+                tracing::debug!(tables = ?vacuumed, "vacuumed");
+            }
+            turn.finish(&step);
+            let deleted = step.deleted;
             outcome.purged += deleted.notifications_deleted;
             outcome.webhook_events_purged += deleted.webhook_events_deleted;
             if deleted != retention::Deleted::default() {
