@@ -3,7 +3,9 @@
 //! deleted in bounded statements, oldest first, within a time budget per step, so a
 //! backlog of old rows is worked off over several steps and never in one giant delete.
 //! The statements live with their tables (`queue::purge`, `webhook::outbox::purge`); this
-//! module paces them and reads the running totals (`retention_counts`).
+//! module paces them ([`Pacer`]: faster while behind), vacuums the small tables that turn
+//! over faster than autovacuum looks at them ([`vacuum_due_tables`]) and reads the
+//! running totals (`retention_counts`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
