@@ -141,7 +141,11 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
             &[],
         )
         .await;
-    assert_eq!(simulated, vec![sent_young], "the simulated provider forgets the deleted");
+    assert_eq!(
+        simulated,
+        vec![sent_young],
+        "the simulated provider forgets the deleted"
+    );
     // The queue follows: the dead-lettered one left is still listed, nothing else is.
     assert_eq!(
         db.count("SELECT count(*) FROM queue").await,
