@@ -31,8 +31,7 @@ pub(super) fn row(runs: &[RunResult], options: &Options) -> Row {
     make_row(
         "B10",
         format!(
-            "soak: {} rounds of {}, retention {RETENTION_SECONDS} s",
-            ROUNDS,
+            "soak: {ROUNDS} rounds of {}, retention {RETENTION_SECONDS} s",
             int(options.soak_round() as f64)
         ),
         growth,
