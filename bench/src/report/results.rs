@@ -10,6 +10,7 @@ use crate::scenarios::intake::Single;
 use crate::scenarios::latency::{Idle, Isolation};
 use crate::scenarios::metrics::MetricsScale;
 use crate::scenarios::real::RealDrain;
+use crate::scenarios::soak::Soak;
 use crate::sys::Machine;
 
 /// The figures of one run: every scenario selected, once.
@@ -28,6 +29,8 @@ pub struct RunResult {
     pub real_provider: Option<RealDrain>,
     /// M1: `GET /metrics` over 1,000,000 stored notifications.
     pub metrics: Option<MetricsScale>,
+    /// B10: ten rounds drained under retention of a few seconds.
+    pub soak: Option<Soak>,
 }
 
 impl RunResult {

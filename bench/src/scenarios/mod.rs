@@ -2,8 +2,8 @@
 //! helpers that start and stop processes, and the order one run takes them in. Each
 //! family has its own module: intake (B1/B3), drain (B2/B6/B7), latency (B4/B5), floor
 //! (B8), campaign (B9, a campaign paced beside transactional traffic), real (B11, the
-//! drain through SES) and metrics (M1, with `seed` the SQL that
-//! fills its database); `queries` holds the SQL that releases, watches and measures the
+//! drain through SES), metrics (M1, with `seed` the SQL that
+//! fills its database) and soak (B10, ten rounds under retention); `queries` holds the SQL that releases, watches and measures the
 //! queue.
 
 pub mod campaign;
@@ -15,6 +15,7 @@ pub mod metrics;
 mod queries;
 pub mod real;
 pub mod seed;
+pub mod soak;
 
 use std::time::Duration;
 
@@ -129,6 +130,9 @@ pub async fn one_run(ctx: &Ctx, run: u32) -> anyhow::Result<RunResult> {
     }
     if o.selected("M1") {
         result.metrics = Some(metrics::metrics_scale(ctx, run).await?);
+    }
+    if o.selected("B10") {
+        result.soak = Some(soak::soak(ctx, run).await?);
     }
     Ok(result)
 }

@@ -17,6 +17,27 @@ fn defaults_match_the_documented_table() {
     assert_eq!(config.rate_limit.max_notifications, 10);
     assert_eq!(config.port, 3000);
     assert_eq!(config.app_role, AppRole::All);
+    assert_eq!(config.retention, RetentionConfig::default());
+}
+
+#[test]
+fn retention_windows_go_down_to_one_second_and_no_further() {
+    let config = Config::from_vars(vars(&[
+        ("RETENTION_SECONDS", "1"),
+        ("DLQ_RETENTION_SECONDS", "2"),
+        ("WEBHOOK_RETENTION_SECONDS", "3"),
+    ]))
+    .expect("seconds are valid");
+    assert_eq!(config.retention.notifications, Duration::from_secs(1));
+    assert_eq!(config.retention.dead_letters, Duration::from_secs(2));
+    assert_eq!(config.retention.webhook_events, Duration::from_secs(3));
+    let err = Config::from_vars(vars(&[
+        ("RETENTION_SECONDS", "0"),
+        ("DLQ_RETENTION_SECONDS", "0"),
+        ("WEBHOOK_RETENTION_SECONDS", "-5"),
+    ]))
+    .expect_err("zero is refused");
+    assert_eq!(err.problems.len(), 3, "{err}");
 }
 
 #[test]

@@ -38,8 +38,21 @@ impl Sweeper {
             let db = self.pool.get().await?;
             outcome.expired += queue::expire(&db, EXPIRY_BATCH).await?;
         }
-        if due(&self.last_retention, retention::INTERVAL) {
-            let deleted = retention::step(&self.pool, &self.retention).await?;
+        if let Some(turn) = self.retention_pacer.take(Instant::now()) {
+            let step = retention::timed_step(&self.pool, &self.retention).await?;
+            // A vacuum that fails (a statement timeout, say) costs the tables some bloat
+            // until the next step, not this step its deliveries.
+            match retention::vacuum_due_tables(&self.pool).await {
+                Ok(vacuumed) if !vacuumed.is_empty() => {
+                    tracing::debug!(tables = ?vacuumed, "vacuumed");
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(error = %crate::telemetry::describe(&error), "vacuum after retention failed");
+                }
+            }
+            turn.finish(&step);
+            let deleted = step.deleted;
             outcome.purged += deleted.notifications_deleted;
             outcome.webhook_events_purged += deleted.webhook_events_deleted;
             if deleted != retention::Deleted::default() {

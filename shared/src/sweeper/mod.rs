@@ -38,6 +38,7 @@ use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{Attempt, Call, Gate, Places, Provider, ProviderOutcome};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
+use crate::retention;
 use crate::stop::StopSignal;
 
 /// How often expired claims are looked for.
@@ -65,7 +66,8 @@ pub struct Sweeper {
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
-    last_retention: Mutex<Option<Instant>>,
+    /// When the next retention step is due; one runs at a time.
+    retention_pacer: retention::Pacer,
     /// Template versions read so far (they never change).
     templates: VersionCache,
     last_finish: Mutex<Option<Instant>>,
@@ -147,7 +149,7 @@ impl Sweeper {
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
-            last_retention: Mutex::new(None),
+            retention_pacer: retention::Pacer::default(),
             templates: VersionCache::default(),
             last_finish: Mutex::new(None),
         }

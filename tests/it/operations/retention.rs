@@ -82,6 +82,13 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
             &[&id],
         )
         .await;
+        // The simulated provider's record of the delivery, keyed by the notification id.
+        db.execute(
+            "INSERT INTO simulated_deliveries (delivery_key, channel, recipient)
+             VALUES ($1, 'EMAIL', 'r')",
+            &[&id],
+        )
+        .await;
     }
     age(
         &db,
@@ -128,6 +135,17 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
             .await;
         assert_eq!(of_the_young, 1, "{table} lost a row of a kept notification");
     }
+    let simulated: Vec<Uuid> = db
+        .scalar(
+            "SELECT array_agg(delivery_key ORDER BY delivery_key) FROM simulated_deliveries",
+            &[],
+        )
+        .await;
+    assert_eq!(
+        simulated,
+        vec![sent_young],
+        "the simulated provider forgets the deleted"
+    );
     // The queue follows: the dead-lettered one left is still listed, nothing else is.
     assert_eq!(
         db.count("SELECT count(*) FROM queue").await,

@@ -9,6 +9,7 @@ mod latency;
 mod machine;
 mod method;
 mod profile;
+mod soak;
 
 use super::results::Results;
 use crate::args::Options;
@@ -24,6 +25,7 @@ pub fn markdown(results: &Results, options: &Options) -> String {
     floor::write(w, results, options);
     intake::write(w, &results.runs);
     latency::write(w, &results.runs);
+    soak::write(w, &results.runs, &results.command);
     profile::write(w);
     method::write(w, results, options);
     out

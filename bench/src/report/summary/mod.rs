@@ -1,9 +1,10 @@
-//! The summary rows B1–B9, B11 and M1: each scenario's headline figure over the runs,
-//! against its target and notifyd's figures (B9, B11 and M1 have none).
+//! The summary rows B1–B11 and M1: each scenario's headline figure over the runs,
+//! against its target and notifyd's figures (B9, B10, B11 and M1 have none).
 
 mod campaign;
 mod metrics;
 mod real;
+mod soak;
 
 use std::fmt::Write as _;
 
@@ -38,7 +39,7 @@ fn row(
 
 const NOT_RUN: &str = "not run";
 
-/// One row per scenario, B1 to B9, B11 and M1, over all runs.
+/// One row per scenario, B1 to B11 and M1, over all runs (B10 only when it ran).
 pub fn summarize(
     runs: &[RunResult],
     options: &Options,
@@ -298,6 +299,9 @@ pub fn summarize(
         ),
     ));
     rows.push(campaign::row(runs, options));
+    if runs.iter().any(|r| r.soak.is_some()) {
+        rows.push(soak::row(runs, options));
+    }
     rows.push(real::row(runs, options));
     rows.push(metrics::row(runs, options));
     rows.push(metrics::digest_row(runs, options));
