@@ -24,6 +24,7 @@ impl Secrets {
     /// The standard credential and region chain of the function's environment.
     pub async fn from_env() -> Self {
         let sdk = aws_config::from_env()
+            .http_client(crate::provider::aws_http::client())
             .retry_config(RetryConfig::standard().with_max_attempts(2))
             .timeout_config(
                 TimeoutConfig::builder()

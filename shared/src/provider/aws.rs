@@ -15,27 +15,26 @@ use super::ProviderOutcome;
 /// points it at a local API), no SDK retries, the provider time limit as the operation
 /// timeout.
 pub async fn sdk_config(timeout: Duration) -> aws_config::SdkConfig {
-    aws_config::from_env()
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .operation_timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(3)))
-                .build(),
-        )
-        .load()
-        .await
+    loader(timeout).load().await
 }
 
 /// An SDK configuration that talks to `endpoint` (a local stand-in, in tests) with fixed
 /// test credentials, whatever the environment says; otherwise as [`sdk_config`].
 pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::SdkConfig {
-    aws_config::from_env()
+    loader(timeout)
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sesv2::config::Credentials::new(
             "test", "test", None, None, "static",
         ))
+        .load()
+        .await
+}
+
+/// What both share.
+fn loader(timeout: Duration) -> aws_config::ConfigLoader {
+    aws_config::from_env()
+        .http_client(super::aws_http::client())
         .retry_config(RetryConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
@@ -43,8 +42,6 @@ pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::Sdk
                 .connect_timeout(timeout.min(Duration::from_secs(3)))
                 .build(),
         )
-        .load()
-        .await
 }
 
 /// What a service error says, as the classification reads it.
