@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_sesv2::config::http::HttpResponse;
 use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
@@ -31,11 +32,14 @@ pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::Sdk
         .await
 }
 
-/// What both share.
+/// What both share. Stalled-stream protection is off: it watches the throughput of
+/// streamed bodies, and every call here sends and reads a few hundred bytes under the
+/// operation timeout, which already ends a call that stalls.
 fn loader(timeout: Duration) -> aws_config::ConfigLoader {
     aws_config::from_env()
         .http_client(super::aws_http::client())
         .retry_config(RetryConfig::disabled())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(timeout)
