@@ -36,14 +36,15 @@ pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::Sdk
 /// streamed bodies, and every call here sends and reads a few hundred bytes under the
 /// operation timeout, which already ends a call that stalls.
 fn loader(timeout: Duration) -> aws_config::ConfigLoader {
+    let connect_timeout = timeout.min(Duration::from_secs(3));
     aws_config::from_env()
-        .http_client(super::aws_http::client())
+        .http_client(super::aws_http::client(Some(connect_timeout)))
         .retry_config(RetryConfig::disabled())
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(3)))
+                .connect_timeout(connect_timeout)
                 .build(),
         )
 }

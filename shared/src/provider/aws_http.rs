@@ -19,15 +19,24 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 
-/// The client to give an SDK configuration (`.http_client(...)`). Clones share their
-/// connection pools.
-pub fn client() -> SharedHttpClient {
-    SharedHttpClient::new(ReqwestClient::default())
+/// The client to give an SDK configuration (`.http_client(...)`) whose timeout
+/// configuration sets `connect_timeout` and no read timeout. Its reqwest client is built
+/// now, at start-up: building one loads the system's root certificates, which would
+/// otherwise hold back the first calls. Clones share their connection pools.
+pub fn client(connect_timeout: Option<Duration>) -> SharedHttpClient {
+    let key = Timeouts {
+        connect: connect_timeout,
+        read: None,
+    };
+    let connector = SharedHttpConnector::new(ReqwestConnector::new(key));
+    SharedHttpClient::new(ReqwestClient {
+        connectors: Mutex::new(HashMap::from([(key, connector)])),
+    })
 }
 
 /// Builds one reqwest client per distinct connector settings (in practice one per SDK
 /// configuration), since reqwest takes its connect and read timeouts at build time.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ReqwestClient {
     connectors: Mutex<HashMap<Timeouts, SharedHttpConnector>>,
 }

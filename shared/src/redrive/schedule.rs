@@ -20,7 +20,7 @@ impl Scheduler {
     /// Scheduler API in tests).
     pub async fn from_env(config: SchedulerConfig) -> Self {
         let aws = aws_config::from_env()
-            .http_client(crate::provider::aws_http::client())
+            .http_client(crate::provider::aws_http::client(None))
             .load()
             .await;
         Scheduler {
