@@ -19,16 +19,18 @@ pub struct Secrets {
 /// A fetch must fit a cold start (Lambda gives the init phase 10 s) with room for the
 /// database connection after it.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Secrets {
     /// The standard credential and region chain of the function's environment.
     pub async fn from_env() -> Self {
         let sdk = aws_config::from_env()
+            .http_client(crate::provider::aws_http::client(Some(CONNECT_TIMEOUT)))
             .retry_config(RetryConfig::standard().with_max_attempts(2))
             .timeout_config(
                 TimeoutConfig::builder()
                     .operation_timeout(FETCH_TIMEOUT)
-                    .connect_timeout(Duration::from_secs(1))
+                    .connect_timeout(CONNECT_TIMEOUT)
                     .build(),
             )
             .load()

@@ -86,6 +86,7 @@ pub fn start() -> Moto {
 pub fn scheduler_client(moto: &Moto) -> aws_sdk_scheduler::Client {
     let config = aws_sdk_scheduler::Config::builder()
         .behavior_version(aws_sdk_scheduler::config::BehaviorVersion::latest())
+        .http_client(notify_shared::provider::aws_http::client(None))
         .endpoint_url(&moto.endpoint)
         .region(aws_sdk_scheduler::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_scheduler::config::Credentials::new(

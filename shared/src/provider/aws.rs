@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_sesv2::config::http::HttpResponse;
 use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
@@ -15,36 +16,37 @@ use super::ProviderOutcome;
 /// points it at a local API), no SDK retries, the provider time limit as the operation
 /// timeout.
 pub async fn sdk_config(timeout: Duration) -> aws_config::SdkConfig {
-    aws_config::from_env()
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .operation_timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(3)))
-                .build(),
-        )
-        .load()
-        .await
+    loader(timeout).load().await
 }
 
 /// An SDK configuration that talks to `endpoint` (a local stand-in, in tests) with fixed
 /// test credentials, whatever the environment says; otherwise as [`sdk_config`].
 pub async fn sdk_config_at(endpoint: &str, timeout: Duration) -> aws_config::SdkConfig {
-    aws_config::from_env()
+    loader(timeout)
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sesv2::config::Credentials::new(
             "test", "test", None, None, "static",
         ))
+        .load()
+        .await
+}
+
+/// What both share. Stalled-stream protection is off: it watches the throughput of
+/// streamed bodies, and every call here sends and reads a few hundred bytes under the
+/// operation timeout, which already ends a call that stalls.
+fn loader(timeout: Duration) -> aws_config::ConfigLoader {
+    let connect_timeout = timeout.min(Duration::from_secs(3));
+    aws_config::from_env()
+        .http_client(super::aws_http::client(Some(connect_timeout)))
         .retry_config(RetryConfig::disabled())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(3)))
+                .connect_timeout(connect_timeout)
                 .build(),
         )
-        .load()
-        .await
 }
 
 /// What a service error says, as the classification reads it.

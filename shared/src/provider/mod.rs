@@ -6,9 +6,11 @@
 //! - [`simulated`]: the provider of every channel until a real one is configured.
 //! - [`channels`]: which provider sends each channel, and the routing of a batch to them.
 //! - [`ses`], [`sns`]: email through Amazon SES v2, SMS and push through Amazon SNS;
-//!   [`aws`]: their SDK configuration and the classification of AWS errors.
+//!   [`aws`]: their SDK configuration and the classification of AWS errors;
+//!   [`aws_http`]: the HTTP client every AWS SDK client sends through.
 
 pub mod aws;
+pub mod aws_http;
 pub mod channels;
 pub mod gate;
 pub mod ses;

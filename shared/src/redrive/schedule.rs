@@ -19,7 +19,10 @@ impl Scheduler {
     /// Uses the standard AWS configuration chain (`AWS_ENDPOINT_URL` points it at a local
     /// Scheduler API in tests).
     pub async fn from_env(config: SchedulerConfig) -> Self {
-        let aws = aws_config::load_from_env().await;
+        let aws = aws_config::from_env()
+            .http_client(crate::provider::aws_http::client(None))
+            .load()
+            .await;
         Scheduler {
             client: aws_sdk_scheduler::Client::new(&aws),
             config,
