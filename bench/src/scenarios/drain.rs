@@ -138,14 +138,7 @@ pub(super) async fn wait_drained(
 
 /// B7: the size of the tables (with their indexes) right after a drain.
 /// Every table a notification's life writes to.
-pub const STORED_TABLES: [&str; 6] = [
-    "notifications",
-    "queue",
-    "delivery_attempts",
-    "webhook_events",
-    "rate_limit_reservations",
-    "simulated_deliveries",
-];
+pub const STORED_TABLES: [&str; 6] = notify_shared::retention::NOTIFICATION_TABLES;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Storage {
