@@ -73,7 +73,7 @@ pub async fn drain_pass(ctx: &Ctx, run: u32, workers: usize) -> anyhow::Result<D
         n,
         "sent",
     );
-    wait_drained(ctx, &client, n, &mut progress).await?;
+    wait_drained(ctx, &client, n, &mut progress, Progressed::Outbox).await?;
     let after = sys::snapshot(&pids, ctx.postmaster);
     let peak_rss = processes
         .iter()
@@ -111,13 +111,23 @@ pub async fn drain_pass(ctx: &Ctx, run: u32, workers: usize) -> anyhow::Result<D
     })
 }
 
+/// How a drain's progress is counted.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Progressed {
+    /// Webhook events written: one per finished notification.
+    Outbox,
+    /// Notifications that left the queue (the soak's retention deletes outbox rows).
+    LeftQueue,
+}
+
 /// Waits until no notification is PENDING or PROCESSING: completion is polled every
-/// 250 ms, progress (the outbox's count) every second; fails after the drain timeout.
+/// 250 ms, progress every second; fails after the drain timeout.
 pub(super) async fn wait_drained(
     ctx: &Ctx,
     client: &tokio_postgres::Client,
     n: u64,
     progress: &mut Progress,
+    progressed: Progressed,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + ctx.drain_timeout(n);
     let mut polls = 0u64;
@@ -125,7 +135,14 @@ pub(super) async fn wait_drained(
         tokio::time::sleep(Duration::from_millis(250)).await;
         polls += 1;
         if polls.is_multiple_of(4) {
-            progress.update(finished(client).await?);
+            let done = match progressed {
+                Progressed::Outbox => finished(client).await?,
+                Progressed::LeftQueue => {
+                    let open = queries::count(client, "SELECT count(*) FROM queue").await?;
+                    n.saturating_sub(open)
+                }
+            };
+            progress.update(done);
         }
         if !any_open(client, "true").await? {
             return Ok(());

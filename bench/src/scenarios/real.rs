@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use notify_local::aws_stub::AwsStub;
 use serde::Serialize;
 
-use super::drain::wait_drained;
+use super::drain::{Progressed, wait_drained};
 use super::intake::load_bulk;
 use super::queries;
 use super::{Ctx, STOP_GRACE, short_id, stop_all};
@@ -102,7 +102,7 @@ pub async fn real_drain(ctx: &Ctx, run: u32) -> anyhow::Result<RealDrain> {
         n,
         "sent",
     );
-    wait_drained(ctx, &client, n, &mut progress).await?;
+    wait_drained(ctx, &client, n, &mut progress, Progressed::Outbox).await?;
     let after = sys::snapshot(&pids, ctx.postmaster);
     let peak_rss = processes
         .iter()

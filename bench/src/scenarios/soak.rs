@@ -12,7 +12,7 @@ use anyhow::{bail, ensure};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::drain::STORED_TABLES;
+use super::drain::{Progressed, STORED_TABLES, wait_drained};
 use super::intake::load_bulk;
 use super::queries::{self, any_open};
 use super::{Ctx, STOP_GRACE, short_id, stop_all};
@@ -107,7 +107,7 @@ pub async fn soak(ctx: &Ctx, run: u32) -> anyhow::Result<Soak> {
             n,
             "sent",
         );
-        wait_drained(ctx, &client, n, &mut progress).await?;
+        wait_drained(ctx, &client, n, &mut progress, Progressed::LeftQueue).await?;
         let last: Option<DateTime<Utc>> = client
             .query_one("SELECT max(sent_at) FROM notifications", &[])
             .await?
@@ -206,31 +206,6 @@ pub async fn soak(ctx: &Ctx, run: u32) -> anyhow::Result<Soak> {
         soak.rate_ratio
     ));
     Ok(soak)
-}
-
-/// Waits until no notification is PENDING or PROCESSING; progress is what left the queue.
-async fn wait_drained(
-    ctx: &Ctx,
-    client: &tokio_postgres::Client,
-    n: u64,
-    progress: &mut Progress,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + ctx.drain_timeout(n);
-    let mut polls = 0u64;
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        polls += 1;
-        if polls.is_multiple_of(4) {
-            let open = queries::count(client, "SELECT count(*) FROM queue").await?;
-            progress.update(n.saturating_sub(open));
-        }
-        if !any_open(client, "true").await? {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("the drain did not finish within {:?}", ctx.drain_timeout(n));
-        }
-    }
 }
 
 /// Each of [`STORED_TABLES`] with its indexes and TOAST, and their sum.
