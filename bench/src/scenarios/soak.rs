@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::drain::{Progressed, STORED_TABLES, wait_drained};
 use super::intake::load_bulk;
-use super::queries::{self, any_open};
+use super::queries;
 use super::{Ctx, STOP_GRACE, short_id, stop_all};
 use crate::procs::Role;
 use crate::stats::{Progress, int, mb};
