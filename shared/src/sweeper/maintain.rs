@@ -21,6 +21,13 @@ const FINISH_INTERVAL: Duration = Duration::from_secs(1);
 pub(super) const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+/// How often the statements this sweeper prepared are prepared again. PostgreSQL caches
+/// a generic plan per prepared statement, made for the tables as they were then: a claim
+/// planned while the queue was nearly empty joins it to `notifications` by a sequential
+/// scan per row, and once a campaign has added 100,000 rows each claim takes seconds until
+/// an ANALYZE replaces the plan (B9 saw four minutes without a delivery). Prepared again,
+/// a statement is planned for the tables' present size.
+const REPLAN_INTERVAL: Duration = Duration::from_secs(3);
 
 impl Sweeper {
     /// The housekeeping a step does now and then: pruning old reservations, expiring
@@ -28,6 +35,9 @@ impl Sweeper {
     /// finished longer ago than the retention.
     pub(super) async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
+        if due(&self.last_replan, REPLAN_INTERVAL) {
+            self.pool.manager().statement_caches.clear();
+        }
         if let Some(limit) = &self.rate_limit
             && due(&self.last_prune, PRUNE_INTERVAL)
         {

@@ -66,6 +66,7 @@ pub struct Sweeper {
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
+    last_replan: Mutex<Option<Instant>>,
     /// When the next retention step is due; one runs at a time.
     retention_pacer: retention::Pacer,
     /// Template versions read so far (they never change).
@@ -149,6 +150,7 @@ impl Sweeper {
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
+            last_replan: Mutex::new(Some(Instant::now())),
             retention_pacer: retention::Pacer::default(),
             templates: VersionCache::default(),
             last_finish: Mutex::new(None),
