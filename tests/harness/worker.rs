@@ -250,7 +250,17 @@ pub async fn claim(
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let mut claimed = Vec::new();
     for channel in Channel::ALL {
-        claimed.extend(queue::claim(db, channel, ClaimMode::Free, worker, limit, lease).await?);
+        claimed.extend(
+            queue::claim(
+                db,
+                channel,
+                ClaimMode::Free,
+                worker,
+                queue::Limit::of(limit),
+                lease,
+            )
+            .await?,
+        );
     }
     claimed.sort_by_key(|c| (c.priority, c.next_attempt_at, c.created_at));
     claimed.truncate(usize::try_from(limit).unwrap_or(usize::MAX));

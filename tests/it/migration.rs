@@ -97,7 +97,7 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
         Channel::Email,
         ClaimMode::Free,
         "new-worker",
-        10,
+        queue::Limit::of(10),
         Duration::from_secs(60),
     )
     .await

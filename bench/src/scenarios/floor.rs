@@ -170,7 +170,7 @@ async fn lane(
                 Channel::Email,
                 ClaimMode::Free,
                 &worker,
-                variant.batch,
+                queue::Limit::of(variant.batch),
                 LEASE,
             )
             .await?

@@ -1,4 +1,5 @@
--- Claims up to $2 due notifications of channel $1 for worker $3 with a lease of $4 ms,
+-- Claims up to $2 due notifications of channel $1 (of them at most $5 bulk) for worker $3
+-- with a lease of $4 ms,
 -- in claim order: HIGH, then NORMAL, then LOW (transactional before bulk within one
 -- priority); within those the longest-due first, then the oldest. Each (class, priority)
 -- is read from the top of the partial index queue_claim_order, so future and finished
@@ -24,7 +25,7 @@ hb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT least($2 - (SELECT count(*) FROM ht), greatest($5::int8, 0)) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nt AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
@@ -40,7 +41,8 @@ nb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT least($2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt),
+                greatest($5::int8 - (SELECT count(*) FROM hb), 0)) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lt AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
@@ -56,7 +58,8 @@ lb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT $2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) - (SELECT count(*) FROM lt) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT least($2 - (SELECT count(*) FROM ht) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nt) - (SELECT count(*) FROM nb) - (SELECT count(*) FROM lt),
+                greatest($5::int8 - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0)) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nt
     UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lt UNION ALL SELECT id FROM lb

@@ -1,6 +1,6 @@
--- Claims due notifications of a paced channel $1 (up to $2) for worker $3 with a lease of
--- $4 ms, never more than the channel's token buckets hold, and takes the tokens in the
--- same statement: 50 sweepers share one honest budget. Each bucket is refilled for the
+-- Claims due notifications of a paced channel $1 (up to $2, of them at most $5 bulk) for
+-- worker $3 with a lease of $4 ms, never more than the channel's token buckets hold, and
+-- takes the tokens in the same statement: 50 sweepers share one honest budget. Each bucket is refilled for the
 -- time since it was last touched (rate per second, up to its burst). Transactional work
 -- may use its own tokens and then the bulk bucket's; bulk work only the bulk bucket's.
 -- A channel without a rate is not limited by tokens. A paused channel claims nothing; an open circuit claims nothing until it has been open
@@ -75,7 +75,7 @@ hb AS (
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
-                                          cap - taken.transactional)
+                                          cap - taken.transactional, $5::int8)
                              FROM budget, taken), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nb AS (
@@ -85,7 +85,7 @@ nb AS (
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
-                                          cap - taken.transactional)
+                                          cap - taken.transactional, $5::int8)
                              FROM budget, taken), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lb AS (
@@ -95,7 +95,7 @@ lb AS (
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT least(bulk - greatest(taken.transactional - own, 0),
-                                          cap - taken.transactional)
+                                          cap - taken.transactional, $5::int8)
                              FROM budget, taken), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM nt UNION ALL SELECT id FROM lt

@@ -4,11 +4,11 @@
 //! provider time limit.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use chrono::Utc;
 
@@ -24,14 +24,21 @@ use crate::stop::StopSignal;
 pub struct Places {
     all: Arc<Semaphore>,
     bulk: Arc<Semaphore>,
+    /// Bulk work held by the process, claimed or in flight: twice the bulk places, so a
+    /// batch being claimed and fenced does not keep a place from a delivery.
+    bulk_held: Arc<Semaphore>,
+    bulk_places: usize,
 }
 
 impl Places {
     pub fn new(concurrency: usize) -> Self {
         let concurrency = concurrency.max(1);
+        let bulk_places = concurrency - concurrency / 4;
         Places {
             all: Arc::new(Semaphore::new(concurrency)),
-            bulk: Arc::new(Semaphore::new(concurrency - concurrency / 4)),
+            bulk: Arc::new(Semaphore::new(bulk_places)),
+            bulk_held: Arc::new(Semaphore::new(2 * bulk_places)),
+            bulk_places,
         }
     }
 
@@ -44,13 +51,112 @@ impl Places {
     pub async fn wait_free(&self) {
         drop(self.all.acquire().await);
     }
+
+    /// The most bulk deliveries in flight at once (the process holds at most twice as
+    /// many bulk notifications).
+    pub fn bulk_places(&self) -> usize {
+        self.bulk_places
+    }
+
+    /// Takes up to `most` tickets for bulk work, without waiting: the process holds at
+    /// most twice its bulk places of bulk work (claimed or in flight), so the rest stays in
+    /// the queue, where transactional work that arrives meanwhile is claimed first.
+    pub fn take_bulk(&self, most: usize) -> BulkTickets {
+        let mut wanted = most.min(self.bulk_held.available_permits());
+        while wanted > 0 {
+            let asked = u32::try_from(wanted).unwrap_or(u32::MAX);
+            match self.bulk_held.clone().try_acquire_many_owned(asked) {
+                Ok(permit) => return BulkTickets::holding(permit),
+                // Another lane took some meanwhile: take what is left.
+                Err(_) => wanted = wanted.min(self.bulk_held.available_permits()),
+            }
+        }
+        BulkTickets::default()
+    }
+
+    /// Waits until `wanted` tickets for bulk work are free and takes them. Lanes waiting
+    /// here are served in turn, one per `wanted` given back, not all woken by each.
+    pub async fn wait_bulk(&self, wanted: usize) -> BulkTickets {
+        let asked = u32::try_from(wanted.max(1)).unwrap_or(u32::MAX);
+        match self.bulk_held.clone().acquire_many_owned(asked).await {
+            Ok(permit) => BulkTickets::holding(permit),
+            Err(_) => BulkTickets::default(),
+        }
+    }
+}
+
+/// Tickets for bulk work taken when it is claimed, one per bulk delivery, each given back
+/// when its delivery ends (or, unused, when the tickets are dropped).
+#[derive(Debug, Default, Clone)]
+pub struct BulkTickets {
+    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+}
+
+impl BulkTickets {
+    fn holding(permit: OwnedSemaphorePermit) -> Self {
+        BulkTickets {
+            held: Arc::new(Mutex::new(Some(permit))),
+        }
+    }
+
+    /// How many are held.
+    pub fn count(&self) -> usize {
+        self.lock()
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    /// Adds `more` to these.
+    pub fn merge(&self, more: BulkTickets) {
+        let Some(permit) = more.lock().take() else {
+            return;
+        };
+        let mut held = self.lock();
+        match held.as_mut() {
+            Some(mine) => mine.merge(permit),
+            None => *held = Some(permit),
+        }
+    }
+
+    /// Keeps `used` and gives the rest back.
+    pub fn keep(&self, used: usize) {
+        let mut held = self.lock();
+        let Some(permit) = held.as_mut() else {
+            return;
+        };
+        let spare = permit.num_permits().saturating_sub(used);
+        if spare == permit.num_permits() {
+            *held = None;
+        } else if spare > 0 {
+            drop(permit.split(spare));
+        }
+    }
+
+    /// One, for a bulk delivery about to start.
+    fn take_one(&self) -> Option<OwnedSemaphorePermit> {
+        let mut held = self.lock();
+        let permit = held.as_mut()?;
+        if permit.num_permits() > 1 {
+            permit.split(1)
+        } else {
+            held.take()
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+        // A panic while holding this lock leaves only a count behind: still usable.
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A delivery's place, given back when dropped.
 #[derive(Debug)]
 pub struct Place<'a> {
     _place: SemaphorePermit<'a>,
-    _bulk: Option<SemaphorePermit<'a>>,
+    _bulk: Option<OwnedSemaphorePermit>,
+    _ticket: Option<OwnedSemaphorePermit>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +164,8 @@ pub struct Gate {
     places: Places,
     stop: StopSignal,
     timeout: Duration,
+    /// The bulk places taken with the batch's claim.
+    tickets: BulkTickets,
 }
 
 impl Gate {
@@ -67,7 +175,14 @@ impl Gate {
             places,
             stop,
             timeout,
+            tickets: BulkTickets::default(),
         }
+    }
+
+    /// Bulk deliveries through this gate use `tickets` before waiting for a bulk place.
+    pub fn with_tickets(mut self, tickets: BulkTickets) -> Self {
+        self.tickets = tickets;
+        self
     }
 
     /// The provider time limit of one delivery.
@@ -82,14 +197,18 @@ impl Gate {
             return None;
         }
         let places = async {
-            let bulk = match class {
-                Class::Bulk => Some(self.places.bulk.acquire().await.ok()?),
-                Class::Transactional => None,
+            let (bulk, ticket) = match class {
+                Class::Bulk => (
+                    Some(self.places.bulk.clone().acquire_owned().await.ok()?),
+                    self.tickets.take_one(),
+                ),
+                Class::Transactional => (None, None),
             };
             let place = self.places.all.acquire().await.ok()?;
             Some(Place {
                 _place: place,
                 _bulk: bulk,
+                _ticket: ticket,
             })
         };
         let place = tokio::select! {
@@ -241,5 +360,58 @@ mod tests {
             matches!(bulk_again, Ok(Some(_))),
             "a freed bulk place was not handed on"
         );
+    }
+
+    #[tokio::test]
+    async fn tickets_taken_at_the_claim_are_kept_as_used_and_each_delivery_spends_one() {
+        // Eight places: six for bulk deliveries, twelve tickets for bulk work held.
+        let places = Places::new(8);
+        let tickets = places.take_bulk(100);
+        assert_eq!(tickets.count(), 12, "no more than twice the bulk places");
+        assert_eq!(places.take_bulk(100).count(), 0, "none left to take");
+        tickets.keep(4);
+        assert_eq!(tickets.count(), 4);
+        let spare = places.take_bulk(100);
+        assert_eq!(spare.count(), 8, "the eight unused went back");
+
+        let gate = Gate::new(places.clone(), StopSignal::never(), Duration::from_secs(5))
+            .with_tickets(tickets.clone());
+        let place = gate.start(Class::Bulk).await.expect("a place");
+        assert_eq!(tickets.count(), 3, "the delivery spent one ticket");
+        drop(place);
+        let waiting = places.take_bulk(100);
+        assert_eq!(
+            waiting.count(),
+            1,
+            "the ended delivery's place is free again"
+        );
+        waiting.merge(tickets.clone());
+        assert_eq!((waiting.count(), tickets.count()), (4, 0));
+        drop((waiting, spare));
+        assert_eq!(
+            places.take_bulk(100).count(),
+            12,
+            "every ticket free at the end"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lane_waiting_for_bulk_places_gets_them_when_enough_are_given_back() {
+        let places = Places::new(4);
+        let held = places.take_bulk(100);
+        assert_eq!(held.count(), 6);
+        let waiter = tokio::spawn({
+            let places = places.clone();
+            async move { places.wait_bulk(2).await.count() }
+        });
+        held.keep(5);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "one ticket is not the two asked for");
+        held.keep(4);
+        let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("served")
+            .expect("task");
+        assert_eq!(got, 2);
     }
 }

@@ -57,13 +57,29 @@ pub enum ClaimMode {
     Paced,
 }
 
+/// How much one claim may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Notifications of every class.
+    pub total: i64,
+    /// Of them, bulk ones: no more than the bulk places free to deliver them.
+    pub bulk: i64,
+}
+
+impl Limit {
+    /// Up to `total`, of any class.
+    pub fn of(total: i64) -> Self {
+        Limit { total, bulk: total }
+    }
+}
+
 /// Claims up to `limit` due notifications of `channel` in claim order, for `lease`.
 pub async fn claim(
     db: &impl GenericClient,
     channel: Channel,
     mode: ClaimMode,
     worker_id: &str,
-    limit: i64,
+    limit: Limit,
     lease: Duration,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let statement = match mode {
@@ -73,7 +89,16 @@ pub async fn claim(
     .prepare(db)
     .await?;
     let rows = db
-        .query(&statement, &[&channel, &limit, &worker_id, &millis(lease)])
+        .query(
+            &statement,
+            &[
+                &channel,
+                &limit.total,
+                &worker_id,
+                &millis(lease),
+                &limit.bulk,
+            ],
+        )
         .await?;
     let mut claimed = rows
         .iter()
@@ -110,7 +135,7 @@ pub async fn claim_paced(
     db: &mut deadpool_postgres::Client,
     channel: Channel,
     worker_id: &str,
-    limit: i64,
+    limit: Limit,
     lease: Duration,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let transaction = db.transaction().await?;

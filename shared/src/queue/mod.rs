@@ -30,7 +30,9 @@ pub mod stats;
 
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
-pub use claim::{ClaimMode, Claimed, claim, claim_paced, prepare_fence, release, start_fence};
+pub use claim::{
+    ClaimMode, Claimed, Limit, claim, claim_paced, prepare_fence, release, start_fence,
+};
 pub use content::{campaign_counts, cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use purge::purge;

@@ -33,11 +33,12 @@ use crate::config::{
     WorkerConfig,
 };
 use crate::content::VersionCache;
+use crate::domain::Class;
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, Call, Gate, Places, Provider, ProviderOutcome};
-use crate::queue::{self, ClaimMode, Claimed, Disposition, Settled, Stopped};
+use crate::provider::{Attempt, BulkTickets, Call, Gate, Places, Provider, ProviderOutcome};
+use crate::queue::{self, ClaimMode, Claimed, Disposition, Limit, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
 
@@ -208,15 +209,46 @@ impl Sweeper {
         }
     }
 
+    /// Waits until a share of the bulk places is free and takes it, for a lane whose last
+    /// claim found no bulk place free (see [`SweepOutcome::bulk_capped`]): the lanes
+    /// waiting are served one per share given back, not all woken by every delivery's end.
+    pub async fn wait_for_bulk_places(&self) -> BulkTickets {
+        let share = (self.places.bulk_places() / 2).clamp(1, self.batch_places());
+        self.places.wait_bulk(share).await
+    }
+
+    fn batch_places(&self) -> usize {
+        usize::try_from(self.config.batch_size)
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
+
     /// One step: maybe recover, claim due work of every channel, deliver, record.
     pub async fn sweep_once(&self, stop: &StopSignal) -> anyhow::Result<SweepOutcome> {
+        self.sweep_holding(stop, BulkTickets::default()).await
+    }
+
+    /// [`Self::sweep_once`] with bulk places already taken: the claim takes bulk work only
+    /// for these and the bulk places free now, so a backlog of bulk work waits in the
+    /// queue, not in this process, and transactional work claimed after it starts at once.
+    pub async fn sweep_holding(
+        &self,
+        stop: &StopSignal,
+        tickets: BulkTickets,
+    ) -> anyhow::Result<SweepOutcome> {
         let mut outcome = self.maintain().await?;
         if stop.is_stopped() {
             return Ok(outcome);
         }
-        let claimed = self.claim().await?;
+        let batch = self.batch_places();
+        tickets.merge(self.places.take_bulk(batch.saturating_sub(tickets.count())));
+        let bulk_asked = tickets.count();
+        let claimed = self.claim(bulk_asked).await?;
+        let bulk_claimed = claimed.iter().filter(|c| c.class == Class::Bulk).count();
+        tickets.keep(bulk_claimed);
         outcome.claimed = claimed.len() as u64;
         outcome.full = claimed.len() as u64 >= self.config.batch_size as u64;
+        outcome.bulk_capped = bulk_asked < batch && bulk_claimed >= bulk_asked;
         if claimed.is_empty() {
             return Ok(outcome);
         }
@@ -281,11 +313,14 @@ impl Sweeper {
         }
         let held = sendable;
 
+        // Tickets of bulk work that will not be sent go back before the calls start.
+        tickets.keep(held.iter().filter(|c| c.class == Class::Bulk).count());
         let gate = Gate::new(
             self.places.clone(),
             stop.clone(),
             self.config.provider_timeout,
-        );
+        )
+        .with_tickets(tickets);
         let attempts = self.deliver(&held, &payloads, &gate).await;
         let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
         for (claim, call) in &unrenderable {
@@ -332,25 +367,36 @@ impl Sweeper {
         Ok(outcome)
     }
 
-    /// Every channel's due work, each claimed by its own statement: the channels of the
-    /// simulated provider together on one connection, then each channel sent by a real
-    /// provider, paced, in its own short transaction.
-    async fn claim(&self) -> anyhow::Result<Vec<Claimed>> {
+    /// Every channel's due work, each claimed by its own statement, with at most
+    /// `bulk_places` bulk notifications in all: the channels of the simulated provider
+    /// together on one connection, then each channel sent by a real provider, paced, in its
+    /// own short transaction. (The channels claimed together may each take
+    /// `bulk_places`; what is claimed beyond them waits for a place at the gate.)
+    async fn claim(&self, bulk_places: usize) -> anyhow::Result<Vec<Claimed>> {
         let mut db = self.pool.get().await?;
         let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
             .into_iter()
             .partition(|channel| self.provider.is_real_for(*channel));
         let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
+        let bulk = i64::try_from(bulk_places).unwrap_or(i64::MAX);
+        let limit = Limit { total: batch, bulk };
         let claims = free.into_iter().map(|channel| {
-            queue::claim(&db, channel, ClaimMode::Free, &self.worker_id, batch, lease)
+            queue::claim(&db, channel, ClaimMode::Free, &self.worker_id, limit, lease)
         });
         let mut claimed = Vec::new();
         for channel in futures::future::join_all(claims).await {
             claimed.extend(channel?);
         }
         for channel in paced {
+            let bulk_taken = claimed.iter().filter(|c| c.class == Class::Bulk).count();
+            let limit = Limit {
+                total: batch,
+                bulk: bulk
+                    .saturating_sub(i64::try_from(bulk_taken).unwrap_or(i64::MAX))
+                    .max(0),
+            };
             claimed
-                .extend(queue::claim_paced(&mut db, channel, &self.worker_id, batch, lease).await?);
+                .extend(queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?);
         }
         Ok(claimed)
     }

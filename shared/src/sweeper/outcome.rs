@@ -40,6 +40,10 @@ pub struct SweepOutcome {
     /// Some channel had a full batch due: more work is likely waiting.
     #[serde(skip)]
     pub full: bool,
+    /// The claim took as much bulk work as it had bulk places for, fewer than a batch:
+    /// bulk work may be waiting for places to free.
+    #[serde(skip)]
+    pub bulk_capped: bool,
 }
 
 impl AddAssign for SweepOutcome {
@@ -60,5 +64,6 @@ impl AddAssign for SweepOutcome {
         self.webhook_events_purged += other.webhook_events_purged;
         self.failed_steps += other.failed_steps;
         self.full |= other.full;
+        self.bulk_capped |= other.bulk_capped;
     }
 }

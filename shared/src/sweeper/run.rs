@@ -7,6 +7,7 @@ use tokio::sync::Notify;
 
 use super::maintain::EXPANSION_IDLE_INTERVAL;
 use super::{SweepOutcome, Sweeper};
+use crate::provider::BulkTickets;
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
@@ -17,7 +18,9 @@ use crate::wake::Wake;
 /// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
 /// interval. Each wake-up from the database, and each full batch (more work is likely
 /// waiting), wakes one idle lane, not all of them: fifty lanes woken by every new
-/// notification would queue fifty claims on the same rows for one notification.
+/// notification would queue fifty claims on the same rows for one notification. A lane
+/// claims bulk work only for the bulk places free (see [`Sweeper::sweep_holding`]); one
+/// that found none waits, besides, for a share of them to free up.
 pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> SweepOutcome {
     let ready = Arc::new(Notify::new());
     let forwarder = {
@@ -61,25 +64,28 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
         tasks.spawn(async move {
             let mut total = SweepOutcome::default();
             let mut failures = 0u32;
+            // Bulk places taken while idle, for the next claim.
+            let mut tickets = BulkTickets::default();
             while !stop.is_stopped() {
                 sweeper.wait_for_capacity(&stop).await;
                 if stop.is_stopped() {
                     break;
                 }
-                let idle = match sweeper.sweep_once(&stop).await {
+                let step = sweeper.sweep_holding(&stop, std::mem::take(&mut tickets));
+                let (idle, bulk_capped) = match step.await {
                     Ok(outcome) => {
                         failures = 0;
                         total += outcome;
                         if outcome.full {
                             ready.notify_one();
                         }
-                        outcome.claimed == 0
+                        (outcome.claimed == 0, outcome.bulk_capped)
                     }
                     Err(error) => {
                         failures = failures.saturating_add(1);
                         total.failed_steps += 1;
                         tracing::error!(error = %crate::telemetry::describe(&error), lane, "sweep step failed");
-                        true
+                        (true, false)
                     }
                 };
                 if !idle {
@@ -98,7 +104,16 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                         std::future::pending().await
                     }
                 };
+                // A lane that found no bulk place free also waits for its share of them.
+                let bulk_places = async {
+                    if bulk_capped {
+                        sweeper.wait_for_bulk_places().await
+                    } else {
+                        std::future::pending().await
+                    }
+                };
                 tokio::select! {
+                    taken = bulk_places => tickets = taken,
                     () = ready.notified() => {}
                     () = poll_timer => {}
                     () = stop.stopped() => {}

@@ -174,7 +174,7 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
                     &mut db,
                     notify_shared::domain::Channel::Email,
                     &format!("racer-{n}"),
-                    100,
+                    notify_shared::queue::Limit::of(100),
                     Duration::from_secs(60),
                 )
                 .await

@@ -165,3 +165,81 @@ async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all
     assert_eq!(provider.started(), 40);
     assert_eq!(provider.peak(), 3, "deliveries in flight at most");
 }
+
+/// A backlog of bulk work waits in the queue, not in the sweeper: the process holds no
+/// more bulk notifications than twice its bulk places (six of eight here), so a
+/// transactional notification that arrives behind 400 of them is claimed by the next
+/// claim and sent before nearly all of the backlog. (Claiming whole batches of bulk work,
+/// every lane would hold a hundred, and the transactional one would wait for a lane to
+/// get through its hundred.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_backlog_waits_in_the_queue_and_a_transactional_notification_passes_it() {
+    let db = TestDb::new().await;
+    factory::create_many(&db.pool, 400, |_| Spec::default().bulk()).await;
+    // Deliveries much slower than recording a batch (see the first assertion).
+    let provider = Arc::new(Slow::new(Duration::from_millis(200)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(
+            worker_config()
+                .concurrency(8)
+                .batch_size(100)
+                .poll_interval(Duration::from_secs(10)),
+        )
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+    provider.wait_started(6).await;
+
+    // What the sweeper holds, sampled while the backlog drains.
+    let sampling = {
+        let pool = db.pool.clone();
+        tokio::spawn(async move {
+            let mut peak = 0i64;
+            for _ in 0..50 {
+                peak = peak.max(factory::count_where(&pool, "status = 'PROCESSING'").await);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            peak
+        })
+    };
+    let urgent = factory::create(
+        &db.pool,
+        Spec {
+            due: Due::AfterSeconds(0),
+            ..Spec::default()
+        },
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while factory::load(&db.pool, urgent.id).await.status != Status::Sent {
+        assert!(
+            Instant::now() < deadline,
+            "the transactional one was not sent"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let peak = sampling.await.expect("sampler");
+    handle.stop();
+    running.abort();
+
+    // A ticket is free again when its delivery ends, while the notification stays
+    // PROCESSING until its batch is recorded, well before the next delivery on that
+    // ticket ends: each of the 12 tickets counts at most twice.
+    assert!(
+        peak <= 2 * 12 + 1,
+        "at most 24 bulk and the transactional one held at once, saw {peak}"
+    );
+    let bulk_sent_first = factory::count_where(
+        &db.pool,
+        &format!(
+            "class = 'BULK' AND sent_at <= (SELECT sent_at FROM notifications WHERE id = '{}')",
+            urgent.id
+        ),
+    )
+    .await;
+    assert!(
+        bulk_sent_first <= 60,
+        "{bulk_sent_first} of the 400 bulk were sent before the transactional one"
+    );
+}
