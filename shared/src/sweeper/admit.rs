@@ -34,7 +34,7 @@ impl Sweeper {
         &self,
         claimed: &'a [Claimed],
     ) -> anyhow::Result<Admitted<'a>> {
-        let tx = PipelinedTransaction::new(self.pool.get().await?);
+        let tx = PipelinedTransaction::new(self.connection().await?);
         let db = tx.client();
         tokio::try_join!(queue::prepare_fence(db), ratelimit::prepare(db))?;
         let all: Vec<&Claimed> = claimed.iter().collect();

@@ -21,8 +21,8 @@ const FINISH_INTERVAL: Duration = Duration::from_secs(1);
 pub(super) const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
-/// How often the statements this sweeper prepared are prepared again. PostgreSQL caches
-/// a generic plan per prepared statement, made for the tables as they were then: a claim
+/// How often a connection's prepared statements are prepared again. PostgreSQL caches a
+/// generic plan per prepared statement, made for the tables as they were then: a claim
 /// planned while the queue was nearly empty joins it to `notifications` by a sequential
 /// scan per row, and once a campaign has added 100,000 rows each claim takes seconds until
 /// an ANALYZE replaces the plan (B9 saw four minutes without a delivery). Prepared again,
@@ -30,14 +30,40 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 const REPLAN_INTERVAL: Duration = Duration::from_secs(3);
 
 impl Sweeper {
+    /// A pooled connection whose prepared statements are at most [`REPLAN_INTERVAL`] old.
+    /// Only a connection this step holds is cleared, never another's: a pipeline
+    /// ([`crate::db::PipelinedTransaction`]) relies on its statements staying prepared
+    /// between warming them and sending it.
+    pub(super) async fn connection(&self) -> anyhow::Result<deadpool_postgres::Object> {
+        let db = self.pool.get().await?;
+        let key = std::sync::Arc::as_ptr(&db.statement_cache) as usize;
+        let now = Instant::now();
+        if let Ok(mut prepared) = self.prepared_at.lock() {
+            // Connections closed and opened again leave keys behind: forget them now and
+            // then (a connection forgotten is only cleared one interval later).
+            if prepared.len() > 4 * self.pool_size().max(1) {
+                prepared.clear();
+            }
+            match prepared.get(&key) {
+                Some(at) if now.duration_since(*at) < REPLAN_INTERVAL => {}
+                Some(_) => {
+                    db.statement_cache.clear();
+                    prepared.insert(key, now);
+                }
+                // A connection seen for the first time has prepared nothing of this age.
+                None => {
+                    prepared.insert(key, now);
+                }
+            }
+        }
+        Ok(db)
+    }
+
     /// The housekeeping a step does now and then: pruning old reservations, expiring
     /// notifications past their `expiresAt`, recovering expired claims, deleting what
     /// finished longer ago than the retention.
     pub(super) async fn maintain(&self) -> anyhow::Result<SweepOutcome> {
         let mut outcome = SweepOutcome::default();
-        if due(&self.last_replan, REPLAN_INTERVAL) {
-            self.pool.manager().statement_caches.clear();
-        }
         if let Some(limit) = &self.rate_limit
             && due(&self.last_prune, PRUNE_INTERVAL)
         {

@@ -67,7 +67,9 @@ pub struct Sweeper {
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
     last_expiry: Mutex<Option<Instant>>,
-    last_replan: Mutex<Option<Instant>>,
+    /// When each pooled connection (by its statement cache) last dropped its prepared
+    /// statements; see [`Sweeper::connection`].
+    prepared_at: Mutex<std::collections::HashMap<usize, Instant>>,
     /// When the next retention step is due; one runs at a time.
     retention_pacer: retention::Pacer,
     /// Template versions read so far (they never change).
@@ -151,7 +153,7 @@ impl Sweeper {
             last_recovery: Mutex::new(None),
             last_prune: Mutex::new(None),
             last_expiry: Mutex::new(None),
-            last_replan: Mutex::new(Some(Instant::now())),
+            prepared_at: Mutex::default(),
             retention_pacer: retention::Pacer::default(),
             templates: VersionCache::default(),
             last_finish: Mutex::new(None),
@@ -373,7 +375,7 @@ impl Sweeper {
     /// own short transaction. (The channels claimed together may each take
     /// `bulk_places`; what is claimed beyond them waits for a place at the gate.)
     async fn claim(&self, bulk_places: usize) -> anyhow::Result<Vec<Claimed>> {
-        let mut db = self.pool.get().await?;
+        let mut db = self.connection().await?;
         let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
             .into_iter()
             .partition(|channel| self.provider.is_real_for(*channel));

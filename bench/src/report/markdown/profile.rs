@@ -87,14 +87,18 @@ on the same host within 80 minutes:
 | bulk held ≤ the bulk places | 21.7 s | 246.0 s | 590 | p50 104 ms, p99 212 ms |
 | bulk held ≤ twice the bulk places | 24.2 s | 149.3 s | 1,045 | p50 123 ms, p99 305 ms |
 | twice, and statements prepared again every 10 s | 22.7 s | 95.5 s | 1,577 | p50 78 ms, p99 1,029 ms |
-| **twice, and every 3 s (this commit)** | 24.0 s | 103.2 s | 1,413 | p50 88 ms, p90 141 ms, p99 209 ms |
+| twice, and every 3 s, all connections at once | 24.0 s | 103.2 s | 1,413 | p50 88 ms, p90 141 ms, p99 209 ms |
+| **twice, and every 3 s, each connection when a step takes it (main)** | 26.5 s | 116.2 s | 1,643 | p50 95 ms, p90 171 ms, p99 345 ms |
 
 - **Four minutes without a delivery.** Two runs of the first new build stalled at about
   1,500 sent for four minutes, transactional work included. `auto_explain` showed each
   paced claim running 1–4 s on a generic plan made while the tables were empty: a nested
   loop with a sequential scan of `notifications` per queue row. The 0675cdc row above
-  (498 s, p99 49 s) has the same signature. Sweepers now drop their prepared statements every 3 s,
-  so plans follow the tables' size (planning every execution instead costs 1.4–1.9 ms
+  (498 s, p99 49 s) has the same signature. A sweeper now drops a connection's prepared statements
+  when a claim or a fence takes it and they are 3 s old, so plans follow the tables' size.
+  Dropping every connection's at once was faster (the row above) but could reach a
+  connection between warming a pipeline's statements and sending it, which would reorder
+  the pipeline (planning every execution instead costs 1.4–1.9 ms
   per claim: measured with `EXPLAIN (ANALYZE, SUMMARY)` under
   `plan_cache_mode=force_custom_plan`).
 - **A campaign's backlog stays in the queue.** Lanes take tickets for bulk work before
@@ -104,10 +108,11 @@ on the same host within 80 minutes:
   campaign's rate: a ticket is held from the claim on, and here the claim and the fence
   took longer than the 5 ms delivery.
 
-Met now at 100,000: transactional p99 ≤ 250 ms (209 ms), the campaign within 1,500 /s +
-burst, one call per recipient. Not met: expansion ≤ 10 s (24.0 s; the expanding
-transactions share the 2 cores with a drain at 1,000 /s). The campaign drains at 969 /s
-of its 1,500 /s share on this host.
+Met now at 100,000: the campaign within 1,500 /s + burst, one call per recipient.
+Not met: transactional p99 ≤ 250 ms (345 ms in the one run of main; 209 ms with the
+unsafe variant), expansion ≤ 10 s (26.5 s; the expanding transactions share the 2 cores
+with a drain at 860 /s). The campaign drains at 860 /s of its 1,500 /s share on this
+host.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
