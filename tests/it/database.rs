@@ -196,3 +196,54 @@ async fn a_client_listing_by_status_reads_its_own_index() {
     assert!(plan.contains("Index Scan using queue_list_by"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
 }
+
+/// A campaign of every profile walks `recipients` a page at a time: each page, on the
+/// plan a prepared statement keeps and right after a bulk import, starts in the index at
+/// the cursor instead of reading every id before it or sorting every id after it.
+#[tokio::test]
+async fn a_page_of_profiles_starts_at_its_cursor_in_the_index() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    conn.batch_execute(
+        "INSERT INTO recipients (owner, recipient_id, email)
+         SELECT '00000000-0000-0000-0000-000000000000', 'r' || lpad(g::text, 6, '0'),
+                'r' || g || '@example.com'
+         FROM generate_series(1, 50000) AS g;",
+    )
+    .await
+    .expect("load");
+    let statement = std::fs::read_to_string(format!(
+        "{}/recipients/page_ids.sql",
+        notify_shared::sql::SQL_DIR
+    ))
+    .expect("statement");
+    let analyze = std::fs::read_to_string(format!(
+        "{}/recipients/analyze.sql",
+        notify_shared::sql::SQL_DIR
+    ))
+    .expect("statement");
+    conn.batch_execute(&format!(
+        "{analyze}; SET plan_cache_mode = force_generic_plan; PREPARE page AS {statement}"
+    ))
+    .await
+    .expect("prepare");
+    let plan: String = conn
+        .query(
+            "EXPLAIN (ANALYZE, FORMAT TEXT)
+             EXECUTE page('00000000-0000-0000-0000-000000000000', 'r040000', 1000)",
+            &[],
+        )
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        plan.contains("Index Cond: ((owner = $1) AND (recipient_id > $2))")
+            || plan.contains("Index Cond: (recipient_id > $2)"),
+        "{plan}"
+    );
+    assert!(!plan.contains("Sort"), "{plan}");
+    assert!(!plan.contains("Rows Removed by Filter"), "{plan}");
+}

@@ -32,6 +32,9 @@ pub async fn expand_chunk(
     };
     let campaign = Campaign::from_row(&row)?;
     let cursor: Option<String> = row.try_get("cursor_recipient")?;
+    if campaign.all_recipients && cursor.is_none() {
+        profiles::analyze(&transaction).await?;
+    }
     let ids: Vec<String> = if campaign.all_recipients {
         profiles::page_ids(&transaction, campaign.owner, cursor.as_deref(), CHUNK).await?
     } else {
