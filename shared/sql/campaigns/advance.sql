@@ -1,9 +1,10 @@
 -- Moves campaign $1's checkpoint past the chunk just inserted: $2 more recipients, $3 the
 -- last recipient id; $4 true when the audience is exhausted (EXPANDING → QUEUED). The
--- progress time is what the digest's CAMPAIGN_STALLED measures from.
+-- progress time is what the digest's CAMPAIGN_STALLED measures from: the clock as the chunk
+-- ends, just before it commits, not the start of its transaction.
 UPDATE campaigns
 SET expanded = expanded + $2,
     cursor_recipient = $3,
-    progressed_at = now(),
+    progressed_at = clock_timestamp(),
     status = CASE WHEN $4 THEN 'QUEUED' ELSE status END
 WHERE id = $1 AND status = 'EXPANDING'
