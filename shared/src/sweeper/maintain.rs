@@ -17,8 +17,10 @@ const EXPIRY_INTERVAL: Duration = Duration::from_secs(1);
 const EXPIRY_BATCH: i64 = 1000;
 /// How often finished campaigns are looked for.
 const FINISH_INTERVAL: Duration = Duration::from_secs(1);
-/// After finding no campaign to expand, the expansion does not look again for this long.
-pub(super) const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_secs(1);
+/// After finding no campaign to expand, the expansion does not look again for this long:
+/// a new campaign waits for at most this before its first chunk (one cheap look, a few
+/// times a second, while none waits).
+pub(super) const EXPANSION_IDLE_INTERVAL: Duration = Duration::from_millis(250);
 /// How often reservations of recipients no batch has seen lately are swept away.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 /// How often a connection's prepared statements are prepared again. PostgreSQL caches a
