@@ -113,6 +113,46 @@ Not met: transactional p99 ≤ 250 ms (345 ms in the one run of main; 209 ms wit
 unsafe variant), expansion ≤ 10 s (26.5 s; the expanding transactions share the 2 cores
 with a drain at 860 /s). The campaign drains at 860 /s of its 1,500 /s share on this
 host.
+
+### Campaign expansion on 2026-12-02 (2-core Intel Xeon host, noisy)
+
+`notify-bench --only B9 --runs 1 --no-build --no-docs` at 100,000, with
+`pg_stat_statements` loaded to split each chunk's database time (means per statement,
+one chunk = 1,000 recipients):
+
+| build | expansion | page of ids | profiles read | insert | transactional p99 |
+|---|---|---|---|---|---|
+| 9e33aa5 (before), 05:41 | 19.0 s | — | — | — | 145 ms |
+| page from the cursor + `ANALYZE`, 05:55 | 13.5 s | 0.6 ms | 6.1 ms | 76 ms | 151 ms |
+| 9e33aa5 again, 06:53 | 22.6 s | 26.2 ms | 33.1 ms | 99 ms | 194 ms |
+| main, two runs, 07:06 | 19.2 s, 20.4 s | 0.7–1.0 ms | 8.5–10.4 ms | 119–126 ms | 188 ms, 197 ms |
+
+(The 9e33aa5 rows ran with the bench's old polling, five reads a second.)
+
+- **Each page read every id after the cursor.** The keyset of a campaign of every
+  profile was `$2 IS NULL OR recipient_id > $2`: a generic plan cannot start an index
+  range at a bound that may be absent, so after five executions each page read the
+  owner's ids from the first. Right after a bulk import the table had no statistics,
+  and the custom plans sorted every id after the cursor instead. The first page now
+  passes `''`, and the first chunk runs `ANALYZE recipients`;
+  `tests/it/database.rs` checks the generic plan starts in the index at the cursor.
+- **The bench's own polling.** B9 read `GET /campaigns/{id}` five times a second, and
+  each read counts the campaign's notifications by status (140 ms of database time at
+  100,000). It now reads once a second, and the expansion is the campaign's
+  `progressed_at` (stamped by the last chunk) minus its `created_at`.
+- **What is left is the insert.** Inserting a chunk's 1,000 rows took 76 ms in the
+  05:55 run and 119–126 ms in the 07:06 runs, beside a drain at 1,000–1,500 /s: the
+  expansion is one connection among a dozen busy ones on two cores, and its share moves
+  with theirs. Expanding two chunks
+  at once (the second inserted beside the lead, advancing the checkpoint only from where
+  the lead committed) brought one run to 10.4 s, but raised transactional p99 to
+  211–325 ms over four runs against 151–197 ms without it, so it was left out: B9 is
+  about the campaign not reaching transactional work.
+
+The host's speed moved by half within the hour (the unchanged build: 19.0 s, then
+22.6 s; the drain of the same campaign 71–102 s), so compare rows taken close together.
+Not met: expansion ≤ 10 s. Met in every run above: transactional p99 ≤ 250 ms, the
+campaign within 1,500 /s + burst, one call per recipient.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
