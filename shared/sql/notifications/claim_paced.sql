@@ -70,7 +70,7 @@ taken AS (
 ), bulk_budget AS (
     -- What bulk work may take: the bulk tokens transactional work left, within the cap and $5.
     SELECT least(bulk - greatest(taken.transactional - own, 0), cap - taken.transactional,
-                 $5::int8) AS n
+                 $5::int8) AS most
     FROM budget, taken
 ),
 hb AS (
@@ -79,7 +79,7 @@ hb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT greatest(coalesce((SELECT n FROM bulk_budget), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT greatest(coalesce((SELECT most FROM bulk_budget), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 nb AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
@@ -87,7 +87,7 @@ nb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT greatest(coalesce((SELECT n FROM bulk_budget), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT greatest(coalesce((SELECT most FROM bulk_budget), 0) - (SELECT count(*) FROM hb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ),
 lb AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
@@ -95,7 +95,7 @@ lb AS (
       AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
-    LIMIT greatest(coalesce((SELECT n FROM bulk_budget), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE OF q, n SKIP LOCKED
+    LIMIT greatest(coalesce((SELECT most FROM bulk_budget), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM nt UNION ALL SELECT id FROM lt
     UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lb

@@ -26,7 +26,7 @@ const PAGE_IDS: Statement = statement!("recipients/page_ids");
 const COUNT: Statement = statement!("recipients/count");
 const ANALYZE: Statement = statement!("recipients/analyze");
 
-/// Brings the planner's picture of the profiles up to date before [`page_ids`] walks them
+/// Brings the planner's picture of the profiles up to date for [`page_ids`] walking them
 /// (see the statement for why); a sample, so it costs tens of milliseconds, once a campaign.
 pub async fn analyze(db: &impl GenericClient) -> Result<(), tokio_postgres::Error> {
     db.batch_execute(ANALYZE.text).await

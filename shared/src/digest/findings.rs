@@ -315,7 +315,7 @@ pub(super) fn stalled_campaign_finding(campaign: &StalledCampaign) -> Option<Fin
         }),
         action: format!(
             "Check that the sweeper runs, and its log for \"campaign expansion failed\" (a \
-             failing chunk is retried every second and can hold up the campaigns created after \
+             failing chunk is retried every 250 ms and can hold up the campaigns created after \
              it); to give the campaign up: DELETE /campaigns/{}",
             campaign.id
         ),

@@ -32,9 +32,6 @@ pub async fn expand_chunk(
     };
     let campaign = Campaign::from_row(&row)?;
     let cursor: Option<String> = row.try_get("cursor_recipient")?;
-    if campaign.all_recipients && cursor.is_none() {
-        profiles::analyze(&transaction).await?;
-    }
     let ids: Vec<String> = if campaign.all_recipients {
         profiles::page_ids(&transaction, campaign.owner, cursor.as_deref(), CHUNK).await?
     } else {
@@ -86,6 +83,11 @@ pub async fn expand_chunk(
     )
     .await?;
     queue::insert_batch(&transaction, &rows).await?;
+    // After the first chunk is in, not before: a first chunk that keeps failing (a missing
+    // template, say) is retried every 250 ms, and must not analyze the table each time.
+    if campaign.all_recipients && cursor.is_none() {
+        profiles::analyze(&transaction).await?;
+    }
     let statement = ADVANCE.prepare(&transaction).await?;
     let expanded = i32::try_from(ids.len()).unwrap_or(i32::MAX);
     transaction
