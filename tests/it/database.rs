@@ -138,6 +138,23 @@ async fn health_without_a_database_answers_its_own_error_body() {
     );
 }
 
+/// The text of the statement file `name` under `shared/sql`, without `.sql`.
+fn statement_file(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/{name}.sql", notify_shared::sql::SQL_DIR))
+        .unwrap_or_else(|error| panic!("statement {name}: {error}"))
+}
+
+/// The plan `explain` (an EXPLAIN statement) prints, one line per row.
+async fn explain(conn: &tokio_postgres::Client, explain: &str) -> String {
+    conn.query(explain, &[])
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// 200,000 notifications of 10 clients: a client's dead-letter queue is read from an index
 /// of the queue table, never by walking the notifications.
 #[tokio::test]
@@ -169,28 +186,18 @@ async fn a_client_listing_by_status_reads_its_own_index() {
         .await
         .expect("owner")
         .get(0);
-    let statement = std::fs::read_to_string(format!(
-        "{}/notifications/list_by_owner_status.sql",
-        notify_shared::sql::SQL_DIR
-    ))
-    .expect("statement");
+    let statement = statement_file("notifications/list_by_owner_status");
     conn.batch_execute(&format!("PREPARE listing AS {statement}"))
         .await
         .expect("prepare");
-    let plan: String = conn
-        .query(
-            &format!(
-                "EXPLAIN EXECUTE listing('{owner}', 'DEAD_LETTERED', 'infinity',
-                                         'ffffffff-ffff-ffff-ffff-ffffffffffff', 21, NULL, NULL)"
-            ),
-            &[],
-        )
-        .await
-        .expect("explain")
-        .iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let plan = explain(
+        &conn,
+        &format!(
+            "EXPLAIN EXECUTE listing('{owner}', 'DEAD_LETTERED', 'infinity',
+                                     'ffffffff-ffff-ffff-ffff-ffffffffffff', 21, NULL, NULL)"
+        ),
+    )
+    .await;
     // The open-status branch reads a queue index (the planner picks the one with or
     // without the owner by their sizes); nothing walks the notifications.
     assert!(plan.contains("Index Scan using queue_list_by"), "{plan}");
@@ -212,33 +219,19 @@ async fn a_page_of_profiles_starts_at_its_cursor_in_the_index() {
     )
     .await
     .expect("load");
-    let statement = std::fs::read_to_string(format!(
-        "{}/recipients/page_ids.sql",
-        notify_shared::sql::SQL_DIR
-    ))
-    .expect("statement");
-    let analyze = std::fs::read_to_string(format!(
-        "{}/recipients/analyze.sql",
-        notify_shared::sql::SQL_DIR
-    ))
-    .expect("statement");
+    let statement = statement_file("recipients/page_ids");
+    let analyze = statement_file("recipients/analyze");
     conn.batch_execute(&format!(
         "{analyze}; SET plan_cache_mode = force_generic_plan; PREPARE page AS {statement}"
     ))
     .await
     .expect("prepare");
-    let plan: String = conn
-        .query(
-            "EXPLAIN (ANALYZE, FORMAT TEXT)
-             EXECUTE page('00000000-0000-0000-0000-000000000000', 'r040000', 1000)",
-            &[],
-        )
-        .await
-        .expect("explain")
-        .iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let plan = explain(
+        &conn,
+        "EXPLAIN (ANALYZE, FORMAT TEXT)
+         EXECUTE page('00000000-0000-0000-0000-000000000000', 'r040000', 1000)",
+    )
+    .await;
     assert!(
         plan.contains("Index Cond: ((owner = $1) AND (recipient_id > $2))")
             || plan.contains("Index Cond: (recipient_id > $2)"),
