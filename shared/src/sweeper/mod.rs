@@ -13,11 +13,13 @@ mod deliver;
 pub mod function;
 mod maintain;
 mod outcome;
+mod pacing;
 mod render;
 mod run;
 
 pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
+pub use pacing::ClaimPacing;
 pub use run::run;
 
 use std::sync::{Arc, Mutex};
@@ -75,6 +77,8 @@ pub struct Sweeper {
     /// Template versions read so far (they never change).
     templates: VersionCache,
     last_finish: Mutex<Option<Instant>>,
+    /// How often this process claims each paced channel.
+    pacing: ClaimPacing,
 }
 
 impl Sweeper {
@@ -92,6 +96,10 @@ impl Sweeper {
         .with_circuit(config.providers.circuit)
         .with_audience(config.audience.clone())
         .with_retention(config.retention)
+        .with_pacing(ClaimPacing::new(
+            &config.providers.rates,
+            config.worker.batch_size,
+        ))
     }
 
     /// The configured providers, with each paced channel's rate written to its token
@@ -157,6 +165,7 @@ impl Sweeper {
             retention_pacer: retention::Pacer::default(),
             templates: VersionCache::default(),
             last_finish: Mutex::new(None),
+            pacing: ClaimPacing::none(),
         }
     }
 
@@ -182,6 +191,18 @@ impl Sweeper {
     pub fn with_retention(mut self, retention: RetentionConfig) -> Self {
         self.retention = retention;
         self
+    }
+
+    /// How often this process claims each channel paced by token buckets.
+    pub fn with_pacing(mut self, pacing: ClaimPacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// When an idle lane should claim again because a lane was refused a paced channel's
+    /// turn (see [`ClaimPacing::take_retry`]).
+    pub fn paced_retry(&self) -> Option<Instant> {
+        self.pacing.take_retry()
     }
 
     /// Looks for expired claims on every step instead of once per interval (tests).
@@ -243,14 +264,28 @@ impl Sweeper {
             return Ok(outcome);
         }
         let batch = self.batch_places();
-        tickets.merge(self.places.take_bulk(batch.saturating_sub(tickets.count())));
+        let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
+            .into_iter()
+            .partition(|channel| self.provider.is_real_for(*channel));
+        let now = Instant::now();
+        let turns: Vec<Channel> = paced
+            .iter()
+            .copied()
+            .filter(|channel| self.pacing.take_turn(*channel, now))
+            .collect();
+        // A lane refused every paced channel's turn takes no bulk places: it would hold
+        // them from the lane whose turn it is while it claims the free channels.
+        let refused = !paced.is_empty() && turns.is_empty();
+        if !refused {
+            tickets.merge(self.places.take_bulk(batch.saturating_sub(tickets.count())));
+        }
         let bulk_asked = tickets.count();
-        let claimed = self.claim(bulk_asked).await?;
+        let claimed = self.claim(&free, &turns, bulk_asked).await?;
         let bulk_claimed = claimed.iter().filter(|c| c.class == Class::Bulk).count();
         tickets.keep(bulk_claimed);
         outcome.claimed = claimed.len() as u64;
         outcome.full = claimed.len() as u64 >= self.config.batch_size as u64;
-        outcome.bulk_capped = bulk_asked < batch && bulk_claimed >= bulk_asked;
+        outcome.bulk_capped = !refused && bulk_asked < batch && bulk_claimed >= bulk_asked;
         if claimed.is_empty() {
             return Ok(outcome);
         }
@@ -369,27 +404,37 @@ impl Sweeper {
         Ok(outcome)
     }
 
-    /// Every channel's due work, each claimed by its own statement, with at most
-    /// `bulk_places` bulk notifications in all: the channels of the simulated provider
-    /// together on one connection, then each channel sent by a real provider, paced, in its
-    /// own short transaction. (The channels claimed together may each take
-    /// `bulk_places`; what is claimed beyond them waits for a place at the gate.)
-    async fn claim(&self, bulk_places: usize) -> anyhow::Result<Vec<Claimed>> {
+    /// The due work of the `free` channels and of the `paced` ones whose turn this lane
+    /// took, each claimed by its own statement, with at most `bulk_places` bulk
+    /// notifications in all: the free channels (the simulated provider's) together on one
+    /// connection, then each paced channel (sent by a real provider) in its own short
+    /// transaction. (The channels claimed together may each take `bulk_places`; what is
+    /// claimed beyond them waits for a place at the gate.)
+    async fn claim(
+        &self,
+        free: &[Channel],
+        paced: &[Channel],
+        bulk_places: usize,
+    ) -> anyhow::Result<Vec<Claimed>> {
         let mut db = self.connection().await?;
-        let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
-            .into_iter()
-            .partition(|channel| self.provider.is_real_for(*channel));
         let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
         let bulk = i64::try_from(bulk_places).unwrap_or(i64::MAX);
         let limit = Limit { total: batch, bulk };
-        let claims = free.into_iter().map(|channel| {
-            queue::claim(&db, channel, ClaimMode::Free, &self.worker_id, limit, lease)
+        let claims = free.iter().map(|channel| {
+            queue::claim(
+                &db,
+                *channel,
+                ClaimMode::Free,
+                &self.worker_id,
+                limit,
+                lease,
+            )
         });
         let mut claimed = Vec::new();
         for channel in futures::future::join_all(claims).await {
             claimed.extend(channel?);
         }
-        for channel in paced {
+        for &channel in paced {
             let bulk_taken = claimed.iter().filter(|c| c.class == Class::Bulk).count();
             let limit = Limit {
                 total: batch,
@@ -397,8 +442,11 @@ impl Sweeper {
                     .saturating_sub(i64::try_from(bulk_taken).unwrap_or(i64::MAX))
                     .max(0),
             };
-            claimed
-                .extend(queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?);
+            let channel_claims =
+                queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?;
+            self.pacing
+                .claimed(channel, channel_claims.len() as i64 >= batch);
+            claimed.extend(channel_claims);
         }
         Ok(claimed)
     }

@@ -97,6 +97,13 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                 } else {
                     sweeper.config().poll_interval
                 };
+                // A lane refused a paced channel's turn: one idle lane claims at the next.
+                let paced_turn = async {
+                    match sweeper.paced_retry() {
+                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let poll_timer = async {
                     if lane == 0 || failures > 0 {
                         tokio::time::sleep(poll).await
@@ -116,6 +123,7 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                     taken = bulk_places => tickets = taken,
                     () = ready.notified() => {}
                     () = poll_timer => {}
+                    () = paced_turn => {}
                     () = stop.stopped() => {}
                 }
             }
