@@ -159,6 +159,42 @@ The host's speed moved by half within the hour (the unchanged build: 19.0 s, the
 22.6 s; the drain of the same campaign 71–102 s), so compare rows taken close together.
 Not met: expansion ≤ 10 s. Met in every run above: transactional p99 ≤ 250 ms, the
 campaign within 1,500 /s + burst, one call per recipient.
+
+### Paced claims on 2026-12-02 (2-core AMD EPYC host, 7–45 % steal)
+
+`notify-bench --only B9 --runs 1 --no-build --no-docs` at 100,000, with
+`pg_stat_statements` counting the worker's statements (reset before each run):
+
+| build | paced claims | rows per claim | waits for the channel's row | records | expansion | campaign drained | busiest campaign second | transactional p99 |
+|---|---|---|---|---|---|---|---|---|
+| c096407 (before), 12:40 | — | — | — | — | 19.3 s | 138.3 s | 1,360 | 293 ms |
+| c096407, 12:45 | 10,575 | 9.9 | 447 s in all, 42 ms each | 6,509 | 18.6 s | 98.6 s | 1,692 | 211 ms |
+| turns, refused lanes still taking bulk places, 12:54 | 3,534 | 30.9 | under 1 s | 3,399 | 13.7 s | 182.9 s | 1,131 | 131 ms |
+| turns (4021684), 13:00 | 1,728 | 60.4 | under 2 s | 1,718 | 18.4 s | 84.1 s | 1,718 | 180 ms |
+| 4021684 again, 13:27 | 1,818 | 57.6 | 4.2 s in all, 2.3 ms each | 1,745 | 22.6 s | 89.0 s | 1,749 | 244 ms |
+
+- **Claims as fast as the lock allowed.** Every lane whose batch was done claimed again
+  at once, so the claims of the channel followed each other back to back: each found
+  only the tokens refilled while the one before ran, about ten at 1,500 /s, and the
+  lanes spent 42 ms each waiting for the channel's row. Each ten notifications then
+  cost a claim, a fence, a re-check and a record. A process now claims a paced channel
+  at most once per turn, `WORKER_BATCH_SIZE` ÷ the channel's rate (50 ms here, and never
+  more), unless its last claim came back full; a lane refused the turn takes no bulk
+  places and one idle lane wakes at the next turn (`shared/src/sweeper/pacing.rs`).
+  Claims fell from 10,575 to about 1,800 and carry six times the rows; the database
+  time of claims and records over the run fell from 62 s (25.4 s claiming, 36.6 s
+  recording) to 37–39 s.
+- **The first variant starved the turn.** Lanes refused their turn still took bulk
+  places for the free channels' claims, so the lane whose turn it was found few left:
+  31 rows a claim, and the campaign drained at 547 /s.
+- **Expansion did not follow.** Its inserts took 82–116 ms a chunk in these runs, and
+  each chunk spent another 45–100 ms outside the database (timed in the worker: reading
+  the page 24 ms, admitting 50 ms, inserting 175 ms, committing 27 ms in the 28.6 s run
+  at 13:08, when steal reached 45 %): on this host at this time, the inserts alone
+  take 8–12 s of the 10 s target.
+
+Not met: expansion ≤ 10 s. Met in every run with turns: transactional p99 ≤ 250 ms,
+the campaign within 1,500 /s + burst, one call per recipient.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
