@@ -132,9 +132,17 @@ impl Sweeper {
     /// (a campaign's own notifications, say) must not hold up the rest of its audience.
     pub(super) async fn expand_campaigns(&self, stop: &StopSignal) -> usize {
         let mut recipients = 0;
+        // One connection for every chunk of this call (see `expand_chunk`).
+        let mut db = match self.pool.get().await {
+            Ok(db) => db,
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::describe(&anyhow::Error::from(error)), "campaign expansion found no connection; it resumes from its checkpoint");
+                return 0;
+            }
+        };
         while !stop.is_stopped() {
             match content::campaigns::expand_chunk(
-                &self.pool,
+                &mut db,
                 &self.audience.secret,
                 self.retry.max_attempts(),
             )

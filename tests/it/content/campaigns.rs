@@ -51,7 +51,8 @@ async fn campaign_state(app: &TestApp, id: &str) -> Value {
 /// Expands every chunk of every expanding campaign, as sweepers would.
 async fn expand_all(app: &TestApp) -> usize {
     let mut total = 0;
-    while let Some(chunk) = campaigns::expand_chunk(app.pool(), b"dev", 6)
+    let mut db = app.pool().get().await.expect("a connection");
+    while let Some(chunk) = campaigns::expand_chunk(&mut db, b"dev", 6)
         .await
         .expect("a chunk expands")
     {

@@ -3,7 +3,7 @@
 //! nothing half done and the next step resumes from the checkpoint.
 
 use chrono::Utc;
-use deadpool_postgres::Pool;
+use deadpool_postgres::Client;
 
 use super::{CHUNK, Campaign, templates};
 use crate::audience::profiles;
@@ -16,14 +16,16 @@ const NEXT_CHUNK: Statement = statement!("campaigns/next_chunk");
 const ADVANCE: Statement = statement!("campaigns/advance");
 
 /// Expands one chunk of the oldest campaign no other worker is expanding, in one
-/// transaction; returns the recipients it covered, `None` when no campaign is expanding.
-/// `secret` keys the suppression list's hashes; `max_attempts` is what intake gives.
+/// transaction on `db`; returns the recipients it covered, `None` when no campaign is
+/// expanding. `secret` keys the suppression list's hashes; `max_attempts` is what intake
+/// gives. The caller keeps `db` from chunk to chunk: taking a connection for each chunk
+/// from the pool the delivery lanes share made each chunk wait for one (in B9, reading a
+/// page took 24 ms a chunk with a connection taken per chunk, 5.5 ms with one kept).
 pub async fn expand_chunk(
-    pool: &Pool,
+    db: &mut Client,
     secret: &[u8],
     max_attempts: i32,
 ) -> anyhow::Result<Option<usize>> {
-    let mut db = pool.get().await?;
     let transaction = db.transaction().await?;
     let statement = NEXT_CHUNK.prepare(&transaction).await?;
     let chunk = i32::try_from(CHUNK).unwrap_or(i32::MAX);
