@@ -444,8 +444,15 @@ impl Sweeper {
             };
             let channel_claims =
                 queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?;
-            self.pacing
-                .claimed(channel, channel_claims.len() as i64 >= batch);
+            // It took all it was allowed, a whole batch or a bulk notification for every
+            // bulk place the lane held: tokens may be left for the next claim at once.
+            let bulk_claims = channel_claims
+                .iter()
+                .filter(|c| c.class == Class::Bulk)
+                .count();
+            let took_all = channel_claims.len() as i64 >= batch
+                || (limit.bulk > 0 && bulk_claims as i64 >= limit.bulk);
+            self.pacing.claimed(channel, took_all);
             claimed.extend(channel_claims);
         }
         Ok(claimed)

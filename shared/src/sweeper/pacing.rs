@@ -6,8 +6,9 @@
 //! and every ten notifications cost a claim, a fence and a record. A process now claims a
 //! paced channel at most once per turn, a turn being the time a batch's worth of tokens
 //! takes to refill (capped at [`LONGEST_TURN`], the most this adds to a transactional
-//! notification's wait), unless the last claim came back full: then more tokens are
-//! likely there, and the next claim may go at once.
+//! notification's wait), unless the last claim took all it was allowed (a whole batch, or
+//! a bulk notification for every bulk place its lane held): then tokens are likely left,
+//! and the next claim may go at once.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -78,9 +79,10 @@ impl ClaimPacing {
         }
     }
 
-    /// After the claim of a turn: one that came back full leaves the next turn open now.
-    pub fn claimed(&self, channel: Channel, full: bool) {
-        if !full {
+    /// After the claim of a turn: one that took all it was allowed leaves the next turn
+    /// open now.
+    pub fn claimed(&self, channel: Channel, took_all: bool) {
+        if !took_all {
             return;
         }
         if let Ok(mut turns) = self.turns.lock() {
