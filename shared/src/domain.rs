@@ -22,6 +22,15 @@ pub enum Channel {
 impl Channel {
     pub const ALL: [Channel; 3] = [Channel::Email, Channel::Sms, Channel::Push];
 
+    /// Its position in [`Channel::ALL`], for arrays kept per channel.
+    pub fn index(self) -> usize {
+        match self {
+            Channel::Email => 0,
+            Channel::Sms => 1,
+            Channel::Push => 2,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Channel::Email => "EMAIL",

@@ -70,20 +70,12 @@ impl ChannelProviders {
 
     /// Replaces the provider of one channel.
     pub fn with(mut self, channel: Channel, provider: Arc<dyn Provider>) -> Self {
-        self.providers[index(channel)] = provider;
+        self.providers[channel.index()] = provider;
         self
     }
 
     pub fn of(&self, channel: Channel) -> &Arc<dyn Provider> {
-        &self.providers[index(channel)]
-    }
-}
-
-fn index(channel: Channel) -> usize {
-    match channel {
-        Channel::Email => 0,
-        Channel::Sms => 1,
-        Channel::Push => 2,
+        &self.providers[channel.index()]
     }
 }
 

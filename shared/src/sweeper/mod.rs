@@ -201,7 +201,7 @@ impl Sweeper {
 
     /// When an idle lane should claim again because a lane was refused a paced channel's
     /// turn (see [`ClaimPacing::take_retry`]).
-    pub fn paced_retry(&self) -> Option<Instant> {
+    pub(super) fn paced_retry(&self) -> Option<Instant> {
         self.pacing.take_retry()
     }
 

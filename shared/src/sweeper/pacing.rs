@@ -57,7 +57,7 @@ impl ClaimPacing {
 
     /// Whether a lane may claim `channel` now; if so, it takes the turn.
     pub fn take_turn(&self, channel: Channel, now: Instant) -> bool {
-        let index = index(channel);
+        let index = channel.index();
         let length = self.turn_length[index];
         if length.is_zero() {
             return true;
@@ -86,7 +86,7 @@ impl ClaimPacing {
             return;
         }
         if let Ok(mut turns) = self.turns.lock() {
-            turns[index(channel)].next = None;
+            turns[channel.index()].next = None;
         }
     }
 
@@ -99,14 +99,6 @@ impl ClaimPacing {
             .iter_mut()
             .filter_map(|turn| std::mem::take(&mut turn.refused).then_some(turn.next)?)
             .min()
-    }
-}
-
-fn index(channel: Channel) -> usize {
-    match channel {
-        Channel::Email => 0,
-        Channel::Sms => 1,
-        Channel::Push => 2,
     }
 }
 
