@@ -11,7 +11,8 @@
 # schedules a due notification through the API, reads it back, invokes sweeper,
 # webhook-drainer and dlq-redrive once each with the fixtures in tests/events/, and checks
 # their JSON summaries and the notification's final state; then gives provider-events the
-# SES bounce fixture twice (suppressed once, then nothing) and checks the suppression row. Bounded in time (LAMBDA_SMOKE_TIMEOUT,
+# SES bounce, complaint and delivery fixtures, each twice (acted on once, then nothing), and
+# checks the suppression rows and the attempt's deliveredAt. Bounded in time (LAMBDA_SMOKE_TIMEOUT,
 # default 600 s); everything it started and the database are removed on exit, pass or fail.
 # Needs cargo-lambda (on PATH or in .venv/bin), psql, curl and python3.
 set -euo pipefail
@@ -260,3 +261,28 @@ suppressed=$(psql -X -A -t -v ON_ERROR_STOP=1 "$DB_URL" -c \
     fail "reading the suppression list"
 [ "$suppressed" = "EMAIL ada.lovelace@example.com BOUNCED" ] || fail "suppression list holds: $suppressed"
 say "ok   the bounced address is suppressed, lower-case"
+
+say "invoke provider-events (SES complaint, tests/events/provider-events-complaint.json)"
+invoke provider-events "$EVENTS/provider-events-complaint.json" "$WORK/complaint.json"
+check_json "$WORK/complaint.json" 'doc == {"suppressed": 1, "delivered": 0, "ignored": 0}' "provider-events complaint"
+invoke provider-events "$EVENTS/provider-events-complaint.json" "$WORK/complaint-again.json"
+check_json "$WORK/complaint-again.json" 'doc == {"suppressed": 0, "delivered": 0, "ignored": 1}' "provider-events repeated complaint changes nothing"
+complained=$(psql -X -A -t -v ON_ERROR_STOP=1 "$DB_URL" -c \
+    "SELECT channel || ' ' || address || ' ' || reason FROM suppressions WHERE reason = 'COMPLAINED'") ||
+    fail "reading the suppression list"
+[ "$complained" = "EMAIL grace.hopper@example.net COMPLAINED" ] || fail "suppression list holds: $complained"
+say "ok   the complaining address is suppressed, lower-case"
+
+# The delivery fixture names an SES message id: give it to the attempt the sweeper made
+# above (the simulated provider's id is its own), as SES would have answered SendEmail.
+MESSAGE_ID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["detail"]["mail"]["messageId"])' "$EVENTS/provider-events-delivery.json")
+psql -X -q -v ON_ERROR_STOP=1 "$DB_URL" -c \
+    "UPDATE delivery_attempts SET provider_message_id = '$MESSAGE_ID' WHERE notification_id = '$ID'" ||
+    fail "giving the attempt the fixture's message id"
+say "invoke provider-events (SES delivery, tests/events/provider-events-delivery.json)"
+invoke provider-events "$EVENTS/provider-events-delivery.json" "$WORK/delivery.json"
+check_json "$WORK/delivery.json" 'doc == {"suppressed": 0, "delivered": 1, "ignored": 0}' "provider-events delivery"
+invoke provider-events "$EVENTS/provider-events-delivery.json" "$WORK/delivery-again.json"
+check_json "$WORK/delivery-again.json" 'doc == {"suppressed": 0, "delivered": 0, "ignored": 1}' "provider-events repeated delivery changes nothing"
+curl -s -f -m 60 -o "$WORK/attempts.json" "$API/notifications/$ID/attempts" || fail "GET /notifications/$ID/attempts"
+check_json "$WORK/attempts.json" 'len(doc["items"]) == 1 and doc["items"][0]["deliveredAt"] is not None' "the attempt has its deliveredAt"
