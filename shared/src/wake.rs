@@ -55,8 +55,7 @@ async fn listen_once(
     sender: &watch::Sender<u64>,
     stop: &StopSignal,
 ) -> anyhow::Result<()> {
-    let (client, mut connection) = database.connect_raw().await?;
-    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let (client, mut messages) = database.connect_raw().await?;
     let statement = format!("LISTEN {channel}");
     let listen = client.batch_execute(&statement);
     // The connection must be polled for LISTEN to complete.

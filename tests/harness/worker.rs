@@ -226,7 +226,7 @@ impl DrainerBuilder {
             Arc::new(Fixed(0.0)),
         );
         match self.destinations {
-            Some(policy) => drainer.with_destinations(policy).expect("endpoint client"),
+            Some(policy) => drainer.with_destinations(policy),
             None => drainer,
         }
     }

@@ -163,21 +163,31 @@ impl Database {
         }
     }
 
+    /// The connector of a connection that asks for TLS; `None` with `sslmode=disable`.
+    /// Built only then: building one reads the system's certificate bundle (twice, in
+    /// native-tls), most of a process's start-up when TLS is off.
+    fn tls(&self) -> anyhow::Result<Option<MakeTlsConnector>> {
+        if self.inner.base.get_ssl_mode() == SslMode::Disable {
+            Ok(None)
+        } else {
+            tls_connector(self.inner.verification).map(Some)
+        }
+    }
+
     /// Opens one connection outside the pool (migrations, administration). The connection
     /// task is spawned on the current runtime and ends when the client is dropped.
     pub async fn connect(&self) -> anyhow::Result<tokio_postgres::Client> {
-        let plain = self.inner.base.get_ssl_mode() == SslMode::Disable;
-        let tls = tls_connector(self.inner.verification)?;
+        let tls = self.tls()?;
         let client = self
             .with_login(self.inner.base.clone(), |config| {
                 let tls = tls.clone();
                 async move {
-                    if plain {
-                        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+                    if let Some(tls) = tls {
+                        let (client, connection) = config.connect(tls).await?;
                         spawn_connection(connection);
                         Ok(client)
                     } else {
-                        let (client, connection) = config.connect(tls).await?;
+                        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
                         spawn_connection(connection);
                         Ok(client)
                     }
@@ -188,14 +198,23 @@ impl Database {
         Ok(client)
     }
 
-    /// Opens one connection outside the pool and hands back both halves (LISTEN needs them).
+    /// Opens one connection outside the pool and hands back the client and the stream of
+    /// its messages, which the caller polls (LISTEN needs them).
     pub async fn connect_raw(
         &self,
-    ) -> anyhow::Result<(tokio_postgres::Client, super::RawConnection)> {
-        let tls = tls_connector(self.inner.verification)?;
+    ) -> anyhow::Result<(tokio_postgres::Client, super::MessageStream)> {
+        let tls = self.tls()?;
         self.with_login(self.inner.base.clone(), |config| {
             let tls = tls.clone();
-            async move { config.connect(tls).await }
+            async move {
+                Ok(if let Some(tls) = tls {
+                    let (client, connection) = config.connect(tls).await?;
+                    (client, super::message_stream(connection))
+                } else {
+                    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+                    (client, super::message_stream(connection))
+                })
+            }
         })
         .await
         .context("cannot connect to PostgreSQL")
@@ -223,11 +242,7 @@ impl Database {
         }
         pg_config.options(options.trim());
         // `sslmode=disable` skips TLS entirely, and with it OpenSSL's start-up cost.
-        let tls = if pg_config.get_ssl_mode() == SslMode::Disable {
-            None
-        } else {
-            Some(tls_connector(self.inner.verification)?)
-        };
+        let tls = self.tls()?;
         let manager = Manager::from_connect(
             pg_config,
             PoolConnect {

@@ -100,14 +100,28 @@ pub fn create_pool_with(
     Database::from_url(url)?.pool(max_size, timeouts)
 }
 
-/// A connection whose messages the caller polls itself (LISTEN needs that).
-pub type RawConnection = tokio_postgres::Connection<
-    tokio_postgres::Socket,
-    postgres_native_tls::TlsStream<tokio_postgres::Socket>,
+/// The messages of a connection whose caller polls it itself (LISTEN needs that): polling
+/// the stream drives the connection, with or without TLS.
+pub type MessageStream = std::pin::Pin<
+    Box<
+        dyn futures::Stream<Item = Result<tokio_postgres::AsyncMessage, tokio_postgres::Error>>
+            + Send,
+    >,
 >;
 
-/// Opens one connection outside the pool and hands back both halves.
-pub async fn connect_raw(url: &str) -> anyhow::Result<(tokio_postgres::Client, RawConnection)> {
+fn message_stream<T>(
+    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, T>,
+) -> MessageStream
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    Box::pin(futures::stream::poll_fn(move |cx| {
+        connection.poll_message(cx)
+    }))
+}
+
+/// Opens one connection outside the pool and hands back the client and its messages.
+pub async fn connect_raw(url: &str) -> anyhow::Result<(tokio_postgres::Client, MessageStream)> {
     Database::from_url(url)?.connect_raw().await
 }
 

@@ -15,8 +15,8 @@ use crate::wake::Wake;
 /// connections), and campaign expansion beside them, until `stop` fires; returns the sum
 /// of what the lanes did. Lanes overlap the round trips of several batches; the deliveries in
 /// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
-/// A lane that found work goes on at once; an idle lane waits. Lane 0 polls every poll
-/// interval. Each wake-up from the database, and each full batch (more work is likely
+/// A lane that found work goes on at once; an idle lane waits, and every lane but lane 0
+/// starts idle. Lane 0 polls every poll interval. Each wake-up from the database, and each full batch (more work is likely
 /// waiting), wakes one idle lane, not all of them: fifty lanes woken by every new
 /// notification would queue fifty claims on the same rows for one notification. A lane
 /// claims bulk work only for the bulk places free (see [`Sweeper::sweep_holding`]); one
@@ -66,6 +66,16 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
             let mut failures = 0u32;
             // Bulk places taken while idle, for the next claim.
             let mut tickets = BulkTickets::default();
+            // Lanes start idle but the first: ten lanes claiming at once from a process
+            // just started opened ten connections together, which doubled its time to
+            // ready; a backlog still gets every lane within a claim each, since each
+            // full batch wakes one more.
+            if lane > 0 {
+                tokio::select! {
+                    () = ready.notified() => {}
+                    () = stop.stopped() => {}
+                }
+            }
             while !stop.is_stopped() {
                 sweeper.wait_for_capacity(&stop).await;
                 if stop.is_stopped() {

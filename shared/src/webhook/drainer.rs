@@ -4,7 +4,7 @@
 //! [`run`] is the loop around it that the `webhook-drainer` Lambda and `notify-local` share.
 
 use std::ops::AddAssign;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -65,10 +65,12 @@ pub struct WebhookDrainer {
     pool: Pool,
     /// `WEBHOOK_URL`: events of clients without endpoints, and of work created without a key.
     default: Option<WebhookClient>,
-    /// Registered endpoints: checked against `policy` at every dispatch. `None` only if
-    /// the guarded client could not be built: endpoint events then fail rather than go
-    /// out unchecked.
-    endpoints: Option<reqwest::Client>,
+    /// Registered endpoints: checked against `policy` at every dispatch. Built at the
+    /// first dispatch to an endpoint: building one reads the system's certificate bundle,
+    /// tens of milliseconds a process that never sends to an endpoint should not spend
+    /// before it is ready. `None` inside if it could not be built: endpoint events then
+    /// fail rather than go out unchecked.
+    endpoints: OnceLock<Option<reqwest::Client>>,
     policy: DestinationPolicy,
     timeout: Duration,
     random: Arc<dyn Random>,
@@ -93,13 +95,10 @@ impl WebhookDrainer {
             }
             None => None,
         };
-        let policy = config.webhook.destinations();
-        let endpoints = destination::endpoint_client(policy, config.webhook.timeout)?;
         Ok(Self::assemble(
             pool.clone(),
             default,
-            Some(endpoints),
-            policy,
+            config.webhook.destinations(),
             config.webhook.timeout,
             config.webhook.max_attempts,
             config.retry,
@@ -119,11 +118,9 @@ impl WebhookDrainer {
         random: Arc<dyn Random>,
     ) -> Self {
         let timeout = client.timeout();
-        let endpoints = destination::endpoint_client(DestinationPolicy::default(), timeout).ok();
         Self::assemble(
             pool,
             Some(client),
-            endpoints,
             DestinationPolicy::default(),
             timeout,
             max_attempts,
@@ -137,7 +134,6 @@ impl WebhookDrainer {
     fn assemble(
         pool: Pool,
         default: Option<WebhookClient>,
-        endpoints: Option<reqwest::Client>,
         policy: DestinationPolicy,
         timeout: Duration,
         max_attempts: i32,
@@ -148,7 +144,7 @@ impl WebhookDrainer {
         WebhookDrainer {
             pool,
             default,
-            endpoints,
+            endpoints: OnceLock::new(),
             policy,
             timeout,
             random,
@@ -163,10 +159,10 @@ impl WebhookDrainer {
 
     /// The SSRF rules registered endpoints are held to (tests on loopback allow private
     /// addresses).
-    pub fn with_destinations(mut self, policy: DestinationPolicy) -> anyhow::Result<Self> {
-        self.endpoints = Some(destination::endpoint_client(policy, self.timeout)?);
+    pub fn with_destinations(mut self, policy: DestinationPolicy) -> Self {
+        self.endpoints = OnceLock::new();
         self.policy = policy;
-        Ok(self)
+        self
     }
 
     pub fn with_batch_size(mut self, batch_size: i64) -> Self {
@@ -320,7 +316,12 @@ impl WebhookDrainer {
         if keys.is_empty() {
             return Err("The webhook endpoint's secret cannot be decoded".into());
         }
-        let Some(client) = &self.endpoints else {
+        let client = self.endpoints.get_or_init(|| {
+            destination::endpoint_client(self.policy, self.timeout)
+                .inspect_err(|error| tracing::error!(error = %crate::telemetry::describe(error), "cannot build the webhook endpoint HTTP client"))
+                .ok()
+        });
+        let Some(client) = client else {
             return Err("The webhook endpoint HTTP client could not be built".into());
         };
         post::send(client, url, keys, event, self.timeout).await
