@@ -5,17 +5,24 @@
 -- $5 channels, $6 priorities, $7 payloads, $8 sendAt (or NULL), $9 delaySeconds (or
 -- NULL), $10 max attempts, $11 owners, $12 classes, $13 categories, $14 recipient ids,
 -- $15 expiresAt (or NULL), $16 ttlSeconds (or NULL), $17 suppression reasons (NULL:
--- PENDING), $18 the due times quiet hours moved them from. Returns the ids inserted;
--- wakes sweepers once if any is due.
-WITH input AS (
+-- PENDING), $18 the due times quiet hours moved them from, $19 the keyed hashes of the
+-- addresses to look up on the suppression list here (NULL: read before; see insert.sql).
+-- Returns the ids inserted; wakes sweepers once if any is due.
+WITH given AS (
     SELECT *, greatest(coalesce(at, now() + after_s * interval '1 second'), now()) AS due
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int2[],
                 $7::jsonb[], $8::timestamptz[], $9::int4[], $10::int4[], $11::uuid[],
                 $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int4[],
-                $17::text[], $18::timestamptz[])
+                $17::text[], $18::timestamptz[], $19::text[])
          AS i(id, key, fingerprint, recipient, channel, priority, payload, at, after_s,
               max_attempts, owner, class, category, recipient_id, expires_at, ttl_s,
-              suppressed, deferred_from)
+              reason, deferred_from, listed_hash)
+), input AS (
+    SELECT g.*,
+           CASE WHEN EXISTS (SELECT 1 FROM suppressions s
+                             WHERE s.channel = g.channel AND s.address_hash = g.listed_hash)
+                THEN 'SUPPRESSED_ADDRESS' ELSE g.reason END AS suppressed
+    FROM given g
 ), inserted AS (
     INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel, priority,
                                payload, scheduled_at, next_attempt_at, max_attempts, owner_key_id,

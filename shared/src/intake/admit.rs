@@ -58,8 +58,53 @@ pub async fn admit(
             .collect(),
         profiles,
     };
+    Ok(decide_all(
+        secret,
+        owner,
+        requests,
+        max_attempts,
+        now,
+        &facts,
+    ))
+}
 
-    Ok(requests
+/// The row a request naming its address (no profile) becomes, with nothing read: the
+/// insert looks the address up on the suppression list itself ([`NewNotification::listed_hash`]),
+/// where [`admit`] reads the list first. What a single POST takes, one round trip fewer.
+pub fn admit_addressed(
+    secret: &[u8],
+    owner: Option<Uuid>,
+    request: CreateRequest,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+) -> Option<NewNotification> {
+    let RequestTarget::Address(address) = &request.target else {
+        return None;
+    };
+    let hash = address::hash(secret, request.channel, address);
+    let mut rows = decide_all(
+        secret,
+        owner,
+        vec![request],
+        max_attempts,
+        now,
+        &Facts::default(),
+    );
+    let mut row = rows.pop()?;
+    row.listed_hash = Some(hash);
+    Some(row)
+}
+
+/// The audience decision for each of `requests`, from what was read of them.
+fn decide_all(
+    secret: &[u8],
+    owner: Option<Uuid>,
+    requests: Vec<CreateRequest>,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+    facts: &Facts,
+) -> Vec<NewNotification> {
+    requests
         .into_iter()
         .map(|request| {
             let due_at = match request.due {
@@ -78,7 +123,7 @@ pub async fn admit(
                     target,
                     due: due_at,
                 },
-                &facts,
+                facts,
                 secret,
             );
             let profile = match &request.target {
@@ -92,7 +137,7 @@ pub async fn admit(
             }
             new
         })
-        .collect())
+        .collect()
 }
 
 /// The payload a template notification stores: its pinned reference, with the locale

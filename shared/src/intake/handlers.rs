@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
+use super::request::RequestTarget;
 use super::validation::{self, RECIPIENT_MAX, validate_create_for};
 use crate::auth::Caller;
 use crate::domain::names;
@@ -42,16 +43,27 @@ pub async fn create(
     } else {
         request
     };
-    let admitted = super::admit::admit(
-        &db,
-        &state.audience.secret,
-        caller.key_id,
-        vec![request],
-        state.max_attempts,
-        chrono::Utc::now(),
-    )
-    .await?;
-    let Some(new) = admitted.into_iter().next() else {
+    let new = match request.target {
+        // Nothing to read first: the insert checks the suppression list itself.
+        RequestTarget::Address(_) => super::admit::admit_addressed(
+            &state.audience.secret,
+            caller.key_id,
+            request,
+            state.max_attempts,
+            chrono::Utc::now(),
+        ),
+        RequestTarget::Profile(_) => super::admit::admit(
+            &db,
+            &state.audience.secret,
+            caller.key_id,
+            vec![request],
+            state.max_attempts,
+            chrono::Utc::now(),
+        )
+        .await?
+        .pop(),
+    };
+    let Some(new) = new else {
         return Err(ApiError::internal());
     };
     match queue::insert(&db, &new).await? {

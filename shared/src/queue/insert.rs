@@ -77,6 +77,10 @@ pub struct NewNotification {
     pub expiry: Option<Expiry>,
     /// Stored SUPPRESSED for this reason (never sent) instead of PENDING.
     pub suppressed: Option<SuppressionReason>,
+    /// The keyed hash of `recipient` (`audience::address::hash`) for the insert to look
+    /// up on the suppression list itself, storing the notification SUPPRESSED
+    /// (`SUPPRESSED_ADDRESS`) when listed; `None` when the list was read before.
+    pub listed_hash: Option<String>,
     /// The due time quiet hours moved it from (`due` is the moved one).
     pub quiet_hours_deferred_from: Option<DateTime<Utc>>,
 }
@@ -110,6 +114,7 @@ impl NewNotification {
             category: "general".to_string(),
             expiry: None,
             suppressed: None,
+            listed_hash: None,
             quiet_hours_deferred_from: None,
         }
     }
@@ -154,6 +159,7 @@ pub async fn insert(
                 &ttl,
                 &new.suppressed,
                 &new.quiet_hours_deferred_from,
+                &new.listed_hash,
             ],
         )
         .await?;
@@ -216,6 +222,7 @@ pub async fn insert_batch(
     let suppressed: Vec<Option<SuppressionReason>> = items.iter().map(|n| n.suppressed).collect();
     let deferred_from: Vec<Option<DateTime<Utc>>> =
         items.iter().map(|n| n.quiet_hours_deferred_from).collect();
+    let listed_hashes: Vec<Option<&str>> = items.iter().map(|n| n.listed_hash.as_deref()).collect();
 
     let statement = INSERT_BATCH.prepare(db).await?;
     let rows = db
@@ -240,6 +247,7 @@ pub async fn insert_batch(
                 &ttl,
                 &suppressed,
                 &deferred_from,
+                &listed_hashes,
             ],
         )
         .await?;

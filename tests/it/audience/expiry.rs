@@ -269,3 +269,87 @@ async fn the_expiry_step_works_in_bounded_sets() {
         .await;
     assert_eq!(events, 2500);
 }
+
+#[tokio::test]
+async fn an_insert_given_the_address_hash_looks_it_up_on_the_suppression_list() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    let secret = DEVELOPMENT_SECRET;
+    suppressions::add(
+        &conn,
+        secret,
+        Channel::Email,
+        "Listed@Example.com",
+        ListReason::Manual,
+    )
+    .await
+    .expect("suppress");
+    let new = |key: &str, to: &str| {
+        let mut new = queue::NewNotification::new(
+            key.into(),
+            "f".repeat(64),
+            to.into(),
+            Channel::Email,
+            json!({"subject": "s", "text": "t"}),
+            queue::Due::AfterSeconds(0),
+            3,
+        );
+        new.listed_hash = Some(address::hash(secret, Channel::Email, to));
+        new
+    };
+
+    // One at a time (a single POST): listed in another case, and not listed.
+    let listed = match queue::insert(&conn, &new("one-listed", "listed@example.com"))
+        .await
+        .expect("insert")
+    {
+        queue::InsertOutcome::Created(n) => n,
+        other => panic!("{other:?}"),
+    };
+    let free = new("one-free", "free@example.com");
+    queue::insert(&conn, &free).await.expect("insert");
+    let suppressed = (
+        "SUPPRESSED".into(),
+        Some("SUPPRESSED_ADDRESS".into()),
+        0,
+        false,
+    );
+    assert_eq!(state(&db, listed.id).await, suppressed);
+    assert_eq!(
+        state(&db, free.id).await,
+        ("PENDING".into(), None, 0, false)
+    );
+
+    // A batch: the same look-up per row, and a row without a hash is taken as decided.
+    let batch = [
+        new("many-listed", "LISTED@example.com"),
+        new("many-free", "free@example.com"),
+        {
+            let mut decided = new("many-decided", "listed@example.com");
+            decided.listed_hash = None;
+            decided
+        },
+    ];
+    queue::insert_batch(&conn, &batch).await.expect("batch");
+    assert_eq!(state(&db, batch[0].id).await, suppressed);
+    assert_eq!(
+        state(&db, batch[1].id).await,
+        ("PENDING".into(), None, 0, false)
+    );
+    assert_eq!(
+        state(&db, batch[2].id).await,
+        ("PENDING".into(), None, 0, false)
+    );
+
+    // Each suppressed one has its webhook event, written by the same statement.
+    let events: i64 = conn
+        .query_one(
+            "SELECT count(*) FROM webhook_events WHERE type = 'notification.suppressed'
+             AND notification_id = ANY($1)",
+            &[&vec![listed.id, batch[0].id]],
+        )
+        .await
+        .expect("events")
+        .get(0);
+    assert_eq!(events, 2);
+}

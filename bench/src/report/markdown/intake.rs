@@ -43,7 +43,7 @@ pub fn write(w: &mut String, runs: &[RunResult]) {
         );
         let _ = writeln!(
             w,
-            "| suppression read + insert statement (floor) | — | {} | {} | {} |\n",
+            "| insert statement with its suppression check (floor) | — | {} | {} | {} |\n",
             floor(|c| c.postgres_s),
             floor(|c| c.bench_s),
             floor(|c| c.others_s),

@@ -32,7 +32,7 @@ pub fn write(w: &mut String, runs: &[RunResult]) {
         w,
     );
     lat(
-        "B3 floor: suppression read + insert (8 connections)",
+        "B3 floor: insert statement (8 connections)",
         &|r| r.single.as_ref().map(|s| s.floor_latency),
         w,
     );

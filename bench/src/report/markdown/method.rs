@@ -47,10 +47,10 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          little.\n\
          - **B3**: {:.0} s measured after a 1 s warm-up, 8 client tasks in a closed loop on one \
          keep-alive HTTP client, each request a new key and recipient, due tomorrow; \
-         latencies are client-side. The floor is the intake's own statements for such a request, \
-         from 8 pooled connections for the same time on a fresh database: the \
-         suppression-list read of the audience rules (`audience::suppressions::listed`), \
-         then `queue::insert` (with its idempotency and wake-up parts).\n\
+         latencies are client-side. The floor is the intake's own statement for such a request, \
+         from 8 pooled connections for the same time on a fresh database: `queue::insert` \
+         with its idempotency and wake-up parts and its look-up of the address on the \
+         suppression list.\n\
          - **B4**: one API and one idle worker process; {} `POST /notifications` with `sendAt` \
          = the client's clock, paced at 100/s; latency = `sent_at − scheduled_at` from the \
          database.\n\
