@@ -27,6 +27,13 @@ pub async fn expand_chunk(
     max_attempts: i32,
 ) -> anyhow::Result<Option<usize>> {
     let transaction = db.transaction().await?;
+    // The chunk's commit does not wait for its WAL to reach the disk. A crash that loses
+    // it loses the checkpoint with it, so the chunk is expanded again, keys and all; and
+    // none of its notifications can have been sent: a claim that saw them commits after
+    // it, and flushing the claim's commit flushes the chunk's.
+    transaction
+        .batch_execute("SET LOCAL synchronous_commit = off")
+        .await?;
     let statement = NEXT_CHUNK.prepare(&transaction).await?;
     let chunk = i32::try_from(CHUNK).unwrap_or(i32::MAX);
     let Some(row) = transaction.query_opt(&statement, &[&chunk]).await? else {
