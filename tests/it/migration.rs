@@ -12,6 +12,8 @@ use std::time::Duration;
 const BEFORE_QUEUE: i32 = 12;
 /// The last migration before campaigns record their progress.
 const BEFORE_CAMPAIGN_PROGRESS: i32 = 13;
+/// The last migration before campaigns' counts are kept rather than counted.
+const BEFORE_CAMPAIGN_COUNTS: i32 = 14;
 
 /// A fresh database migrated up to `version`: (server URL, its name, its URL).
 async fn scratch_at(version: i32) -> (String, String, String) {
@@ -168,6 +170,96 @@ async fn campaigns_expanding_at_the_upgrade_start_their_progress_clock_then_and_
         .get(0);
     assert_eq!(indexed, 1);
     drop(new);
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}
+
+#[tokio::test]
+async fn campaign_counts_start_from_the_notifications_there_and_follow_every_change_after() {
+    let (admin_url, name, url) = scratch_at(BEFORE_CAMPAIGN_COUNTS).await;
+    let campaign = uuid::Uuid::new_v4();
+    let other = uuid::Uuid::new_v4();
+
+    let old = db::connect(&url).await.expect("connect");
+    // Three PENDING and two SENT of one campaign, one PENDING of another, one of none.
+    old.execute(
+        "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+             priority, payload, status, scheduled_at, next_attempt_at, attempt_count,
+             max_attempts, sent_at)
+         SELECT gen_random_uuid(), 'k' || i, repeat('0', 64), i || '@example.com', 'EMAIL', 0,
+                CASE WHEN c IS NULL THEN '{}'::jsonb
+                     ELSE jsonb_build_object('$template', jsonb_build_object(
+                              'id', 'news', 'version', 1, 'locale', 'en', 'campaign', c),
+                          'data', '{}'::jsonb) END,
+                s, now(), now(), CASE WHEN s = 'SENT' THEN 1 ELSE 0 END, 5,
+                CASE WHEN s = 'SENT' THEN now() END
+         FROM (VALUES (1, $1::text, 'PENDING'), (2, $1, 'PENDING'), (3, $1, 'PENDING'),
+                      (4, $1, 'SENT'), (5, $1, 'SENT'), (6, $2, 'PENDING'),
+                      (7, NULL, 'PENDING')) AS v(i, c, s)",
+        &[&campaign.to_string(), &other.to_string()],
+    )
+    .await
+    .expect("notifications of the old release");
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let pool = db::create_pool(&url, 1).expect("pool");
+    let conn = pool.get().await.expect("pooled connection");
+    let counts = |pending: i64, processing: i64, sent: i64| {
+        let mut expected = std::collections::HashMap::new();
+        for (status, n) in [
+            ("PENDING", pending),
+            ("PROCESSING", processing),
+            ("SENT", sent),
+        ] {
+            if n > 0 {
+                expected.insert(status.to_string(), n);
+            }
+        }
+        expected
+    };
+    assert_eq!(
+        campaigns::counts(&conn, campaign).await.expect("counts"),
+        counts(3, 0, 2),
+        "the upgrade counts what is there"
+    );
+    assert_eq!(
+        campaigns::counts(&conn, other).await.expect("counts"),
+        counts(1, 0, 0)
+    );
+
+    // A claim takes the five PENDING ones, and the counts follow.
+    let claimed = queue::claim(
+        &conn,
+        Channel::Email,
+        ClaimMode::Free,
+        "new-worker",
+        queue::Limit::of(10),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("claim");
+    assert_eq!(claimed.len(), 5);
+    assert_eq!(
+        campaigns::counts(&conn, campaign).await.expect("counts"),
+        counts(0, 3, 2),
+        "a transition moves the counts in the same statement"
+    );
+    assert_eq!(
+        campaigns::counts(&conn, other).await.expect("counts"),
+        counts(0, 1, 0)
+    );
+    // Deleting finished rows, as retention does, leaves what they reached counted.
+    conn.execute("DELETE FROM notifications WHERE status = 'SENT'", &[])
+        .await
+        .expect("delete");
+    assert_eq!(
+        campaigns::counts(&conn, campaign).await.expect("counts"),
+        counts(0, 3, 2)
+    );
+    drop(conn);
+    pool.close();
     notify_local::scratch::drop_database(&admin_url, &name)
         .await
         .expect("drop");

@@ -19,6 +19,7 @@ use crate::notification::{Channel, Priority, format_time};
 use crate::queue::{self, Cursor};
 use crate::sql::{Statement, statement};
 
+mod counts;
 mod expansion;
 pub use expansion::expand_chunk;
 
@@ -248,7 +249,7 @@ pub async fn counts(
     db: &impl GenericClient,
     id: Uuid,
 ) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
-    Ok(queue::campaign_counts(db, &[id])
+    Ok(counts::read(db, &[id])
         .await?
         .remove(&id)
         .unwrap_or_default())
@@ -261,7 +262,7 @@ pub async fn counts_of(
     campaigns: &[Campaign],
 ) -> Result<HashMap<Uuid, HashMap<String, i64>>, tokio_postgres::Error> {
     let ids: Vec<Uuid> = campaigns.iter().map(|c| c.id).collect();
-    queue::campaign_counts(db, &ids).await
+    counts::read(db, &ids).await
 }
 
 /// Stops the campaign's expansion (waiting for a chunk in progress), then cancels every

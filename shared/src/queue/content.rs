@@ -1,9 +1,7 @@
 //! Notifications that carry content references: the template shown in a notification's
 //! representation (read for a page of them in one statement; the representation's
-//! statements leave payloads alone), and a campaign's notifications, found by the
-//! campaign id of their reference (index `notifications_by_campaign`).
-
-use std::collections::HashMap;
+//! statements leave payloads alone), and a campaign's notifications still PENDING, found
+//! by the campaign id of their reference (index `notifications_by_campaign`).
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
@@ -14,7 +12,6 @@ use crate::notification::Notification;
 use crate::sql::{Statement, statement};
 
 const TEMPLATE_REFS: Statement = statement!("notifications/template_refs");
-const CAMPAIGN_COUNTS: Statement = statement!("notifications/campaign_counts");
 const CANCEL_CAMPAIGN: Statement = statement!("notifications/cancel_campaign");
 
 /// Fills `template` and `locale` of those of `notifications` that use a template.
@@ -39,32 +36,6 @@ pub async fn show_templates(
         }
     }
     Ok(())
-}
-
-/// The notifications of each of `campaigns` by status, in one statement; a campaign
-/// without notifications has no entry.
-pub async fn campaign_counts(
-    db: &impl GenericClient,
-    campaigns: &[Uuid],
-) -> Result<HashMap<Uuid, HashMap<String, i64>>, tokio_postgres::Error> {
-    let mut counts: HashMap<Uuid, HashMap<String, i64>> = HashMap::new();
-    if campaigns.is_empty() {
-        return Ok(counts);
-    }
-    let ids: Vec<String> = campaigns.iter().map(Uuid::to_string).collect();
-    let statement = CAMPAIGN_COUNTS.prepare(db).await?;
-    for row in db.query(&statement, &[&ids]).await? {
-        let campaign: String = row.try_get("campaign")?;
-        // The statement matched the text of one of `campaigns`, so it parses.
-        let Ok(campaign) = Uuid::parse_str(&campaign) else {
-            continue;
-        };
-        counts
-            .entry(campaign)
-            .or_default()
-            .insert(row.try_get("status")?, row.try_get("n")?);
-    }
-    Ok(counts)
 }
 
 /// Cancels every notification of `campaign` still PENDING, `batch` per statement,

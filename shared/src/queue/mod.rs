@@ -33,7 +33,7 @@ pub use cancel::cancel;
 pub use claim::{
     ClaimMode, Claimed, Limit, claim, claim_paced, prepare_fence, release, start_fence,
 };
-pub use content::{campaign_counts, cancel_campaign, show_templates};
+pub use content::{cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
 pub use purge::purge;
 pub use read::{Cursor, ListFilter, ListPage, find, list};
