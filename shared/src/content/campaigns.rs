@@ -21,7 +21,7 @@ use crate::sql::{Statement, statement};
 
 mod counts;
 mod expansion;
-pub use expansion::expand_chunk;
+pub use expansion::Expander;
 
 const INSERT: Statement = statement!("campaigns/insert");
 const FIND: Statement = statement!("campaigns/find");

@@ -132,7 +132,7 @@ impl Sweeper {
     /// (a campaign's own notifications, say) must not hold up the rest of its audience.
     pub(super) async fn expand_campaigns(&self, stop: &StopSignal) -> usize {
         let mut recipients = 0;
-        // One connection for every chunk of this call (see `expand_chunk`).
+        // One connection for every chunk of this call (see `Expander::expand_chunk`).
         let mut db = match self.pool.get().await {
             Ok(db) => db,
             Err(error) => {
@@ -140,14 +140,10 @@ impl Sweeper {
                 return 0;
             }
         };
+        let mut expander =
+            content::campaigns::Expander::new(&self.audience.secret, self.retry.max_attempts());
         while !stop.is_stopped() {
-            match content::campaigns::expand_chunk(
-                &mut db,
-                &self.audience.secret,
-                self.retry.max_attempts(),
-            )
-            .await
-            {
+            match expander.expand_chunk(&mut db, &self.pool).await {
                 Ok(Some(chunk)) => recipients += chunk,
                 Ok(None) => break,
                 Err(error) => {

@@ -52,7 +52,9 @@ async fn campaign_state(app: &TestApp, id: &str) -> Value {
 async fn expand_all(app: &TestApp) -> usize {
     let mut total = 0;
     let mut db = app.pool().get().await.expect("a connection");
-    while let Some(chunk) = campaigns::expand_chunk(&mut db, b"dev", 6)
+    let mut expander = campaigns::Expander::new(b"dev", 6);
+    while let Some(chunk) = expander
+        .expand_chunk(&mut db, app.pool())
         .await
         .expect("a chunk expands")
     {
@@ -162,6 +164,63 @@ async fn every_profile_of_the_caller_is_walked_in_chunks() {
     assert_eq!(state["status"], "QUEUED");
     assert_eq!(state["expanded"], 2300);
     assert_eq!(state["counts"]["pending"], 2300);
+}
+
+/// A chunk prepared ahead is used only from the checkpoint it was prepared for: with two
+/// expanders taking turns, each finds the campaign moved on by the other and reads afresh.
+#[tokio::test]
+async fn a_chunk_prepared_ahead_is_dropped_when_another_worker_moved_the_campaign_on() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 3500).await;
+    for (key, audience) in [
+        ("every", json!({"allRecipients": true})),
+        (
+            "listed",
+            json!({"recipientIds": (1..=3500).map(|i| format!("r{i:05}")).collect::<Vec<_>>()}),
+        ),
+    ] {
+        let (status, created) = submit(&app, &campaign(key, audience)).await;
+        assert_eq!(status, 202, "{created}");
+        let id = created["id"].as_str().expect("id").to_string();
+        let (mut first, mut second) = (
+            app.pool().get().await.expect("a connection"),
+            app.pool().get().await.expect("a connection"),
+        );
+        let mut one = campaigns::Expander::new(b"dev", 6);
+        let mut other = campaigns::Expander::new(b"dev", 6);
+        let mut turns = 0;
+        loop {
+            // Alternate: each expander prepared the chunk the other then expands.
+            let (expander, db) = if turns % 2 == 0 {
+                (&mut one, &mut first)
+            } else {
+                (&mut other, &mut second)
+            };
+            match expander
+                .expand_chunk(db, app.pool())
+                .await
+                .expect("a chunk expands")
+            {
+                Some(_) => turns += 1,
+                None => break,
+            }
+            assert!(turns < 10, "the campaign never finished expanding");
+        }
+        let state = campaign_state(&app, &id).await;
+        assert_eq!(state["status"], "QUEUED", "{state}");
+        assert_eq!(state["expanded"], 3500, "{state}");
+        assert_eq!(state["counts"]["pending"], 3500, "{state}");
+        let distinct: i64 = app
+            .db
+            .scalar(
+                "SELECT count(DISTINCT recipient_id) FROM notifications
+                 WHERE payload #>> '{$template,campaign}' = $1",
+                &[&id],
+            )
+            .await;
+        assert_eq!(distinct, 3500);
+    }
 }
 
 /// Expansion runs beside the delivery lanes: with every lane held by a delivery that will

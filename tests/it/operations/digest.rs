@@ -572,7 +572,8 @@ async fn a_campaign_expanding_without_progress_for_five_minutes_is_stalled() {
 
     // A chunk that commits is progress: the finding goes while the campaign still expands.
     let mut db = app.pool().get().await.expect("a connection");
-    let chunk = campaigns::expand_chunk(&mut db, b"dev", 6)
+    let chunk = campaigns::Expander::new(b"dev", 6)
+        .expand_chunk(&mut db, app.pool())
         .await
         .expect("a chunk expands");
     assert_eq!(chunk, Some(1000));
