@@ -1,4 +1,4 @@
--- Why: a campaign's progress (GET /campaigns/{id}, the listing, the step that marks it
+-- Why (1): a campaign's progress (GET /campaigns/{id}, the listing, the step that marks it
 -- DONE and its campaign.done event) counted the campaign's notifications by status on
 -- every read: 100–200 ms a read at 100,000 recipients, spent beside the campaign's own
 -- expansion and drain. The counts are now kept the way /metrics keeps its counts (V7): a
@@ -7,6 +7,8 @@
 --
 -- Retention deleting a campaign's finished notifications does not lower its counts:
 -- they say what the campaign's notifications reached, which outlives the rows.
+--
+-- Why (2): the queue table of V13 is checked against the notifications once, below.
 
 CREATE TABLE campaign_counts (
     -- The campaign's id as the notification's payload names it ('$template'.campaign).
@@ -55,6 +57,32 @@ SELECT payload #>> '{$template,campaign}', status, 0, count(*)
 FROM notifications
 WHERE payload #>> '{$template,campaign}' IS NOT NULL
 GROUP BY 1, 2;
+
+-- While no writer runs, the queue is made to mirror the open notifications exactly. V13
+-- copied them before it created the triggers that keep the queue, so a notification
+-- written between the two was never queued (no claim would find it), or kept the state
+-- it had at the copy.
+DELETE FROM queue q
+WHERE NOT EXISTS (SELECT 1 FROM notifications n
+                  WHERE n.id = q.id
+                    AND n.status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED'));
+INSERT INTO queue AS q (id, owner_key_id, channel, class, priority, status, next_attempt_at,
+                        lease_expires_at, expires_at, created_at)
+SELECT id, owner_key_id, channel, class, priority, status, next_attempt_at,
+       lease_expires_at, expires_at, created_at
+FROM notifications
+WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEAD_LETTERED')
+ON CONFLICT (id) DO UPDATE
+SET owner_key_id = excluded.owner_key_id, channel = excluded.channel,
+    class = excluded.class, priority = excluded.priority, status = excluded.status,
+    next_attempt_at = excluded.next_attempt_at, lease_expires_at = excluded.lease_expires_at,
+    expires_at = excluded.expires_at, created_at = excluded.created_at
+WHERE (q.owner_key_id, q.channel, q.class, q.priority, q.status, q.next_attempt_at,
+       q.lease_expires_at, q.expires_at, q.created_at)
+      IS DISTINCT FROM
+      (excluded.owner_key_id, excluded.channel, excluded.class, excluded.priority,
+       excluded.status, excluded.next_attempt_at, excluded.lease_expires_at,
+       excluded.expires_at, excluded.created_at);
 
 CREATE TRIGGER campaign_counts_on_insert AFTER INSERT ON notifications
     REFERENCING NEW TABLE AS new_rows
