@@ -131,11 +131,11 @@ impl Expander {
         let spare = if exhausted {
             None
         } else {
-            let now = Timeouts {
+            let at_once = Timeouts {
                 wait: Some(Duration::ZERO),
                 ..pool.timeouts()
             };
-            pool.timeout_get(&now).await.ok()
+            pool.timeout_get(&at_once).await.ok()
         };
 
         // This chunk's insert, and meanwhile the next chunk's reads on the spare connection.
