@@ -249,7 +249,9 @@ group, `pg_stat_statements` reset before each run:
 
 Met in all three runs of 670d731: expansion ≤ 10 s (8.0–9.4 s), transactional p99
 ≤ 250 ms (123–170 ms), the campaign within 1,500 /s + burst (busiest second
-2,073–2,198 calls of the 3,000 allowed), one call per recipient.
+2,073–2,198 calls of the 3,000 allowed), one call per recipient. The complete run that
+followed on the same build (the table above, 09:00–09:20) gave 9.5 s, 9.6 s and 11.1 s:
+expansion ≤ 10 s is met by the median, not yet in every run on this host.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
