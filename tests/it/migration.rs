@@ -29,6 +29,22 @@ async fn scratch_at(version: i32) -> (String, String, String) {
     (admin_url, name, url)
 }
 
+/// Claims up to ten due EMAIL notifications, as a sweeper of the new release would;
+/// returns how many it got.
+async fn claim_due_email(conn: &deadpool_postgres::Client) -> usize {
+    queue::claim(
+        conn,
+        Channel::Email,
+        ClaimMode::Free,
+        "new-worker",
+        queue::Limit::of(10),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("claim")
+    .len()
+}
+
 #[tokio::test]
 async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_claimable() {
     let (admin_url, name, url) = scratch_at(BEFORE_QUEUE).await;
@@ -94,17 +110,7 @@ async fn the_queue_migration_keeps_every_row_and_its_state_and_open_work_stays_c
     // The pending one is claimed, the expired claim is recovered.
     let pool = db::create_pool(&url, 1).expect("pool");
     let conn = pool.get().await.expect("pooled connection");
-    let claimed = queue::claim(
-        &conn,
-        Channel::Email,
-        ClaimMode::Free,
-        "new-worker",
-        queue::Limit::of(10),
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("claim");
-    assert_eq!(claimed.len(), 1);
+    assert_eq!(claim_due_email(&conn).await, 1);
     let recovered = queue::recover_expired(&conn, Duration::from_secs(60), 10)
         .await
         .expect("recover");
@@ -240,17 +246,7 @@ async fn campaign_counts_start_from_the_notifications_there_and_every_open_one_i
 
     // A claim takes the five PENDING ones, the two V13 missed among them, and the counts
     // follow.
-    let claimed = queue::claim(
-        &conn,
-        Channel::Email,
-        ClaimMode::Free,
-        "new-worker",
-        queue::Limit::of(10),
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("claim");
-    assert_eq!(claimed.len(), 5);
+    assert_eq!(claim_due_email(&conn).await, 5);
     assert_eq!(
         campaigns::counts(&conn, campaign).await.expect("counts"),
         counts(0, 3, 2),
