@@ -1,6 +1,7 @@
 //! A campaign's notifications by status, as the triggers on `notifications` keep them in
-//! `campaign_counts` (one row per campaign, status and connection shard): the only SQL
-//! on that table. Reading them costs a few rows whatever the campaign's size.
+//! `campaign_counts` (one row per campaign, status and connection shard). Reading them
+//! costs a few rows whatever the campaign's size. The completion step reads the same rows
+//! inside its own statement (`campaigns/finish.sql`); nothing else touches the table.
 
 use std::collections::HashMap;
 
