@@ -252,6 +252,36 @@ Met in all three runs of 670d731: expansion ≤ 10 s (8.0–9.4 s), transactiona
 2,073–2,198 calls of the 3,000 allowed), one call per recipient. The complete run that
 followed on the same build (the table above, 09:00–09:20) gave 9.5 s, 9.6 s and 11.1 s:
 expansion ≤ 10 s is met by the median, not yet in every run on this host.
+
+### Claims that find nothing, 2026-12-03 afternoon (2-core AMD EPYC host)
+
+A sweeper step claims every channel it serves. In B9 nothing is due on SMS or PUSH, so
+each step's claims of those two channels find nothing — and each is still an `UPDATE`
+of `notifications`, for which PostgreSQL fires the three statement-level triggers of
+the table over empty transition tables. Migration V16 makes every trigger function
+return at once when its statement changed no row. One B9 run before and one after,
+`pg_stat_statements.track = all`, reset before each run:
+
+| build | empty claims | their database time | per claim |
+|---|---|---|---|
+| ce19b0d (before) | 27,472 | 10.4 s | 0.379 ms |
+| 755ce6a (V16) | 25,398 | 3.7 s | 0.146 ms |
+
+- **This host was slower than the morning's.** `notify-bench --only B2 --runs 1` here
+  drained 5,861 /s with 309 µs of PostgreSQL CPU per notification, where the complete
+  run of the morning (Intel Xeon host) measured 8,428 /s and 214 µs: about 0.7 × the
+  speed. B9 without profiling on 755ce6a gave expansion 15.9 s and 18.5 s,
+  transactional p99 182 ms and 201 ms, busiest campaign second 1,749 and 1,604 calls
+  (of 3,000 allowed), the campaign drained in 87.3 s and 93.9 s. Expansion ≤ 10 s is
+  missed on a host this slow; transactional p99 and the campaign's rate are met.
+- **Where the rest goes: updates that are not HOT.** 75 s into a B9 run,
+  `pg_stat_user_tables` counted 169,514 updates of `notifications`, 108,687 of them HOT
+  (64 %). A campaign's row averages 573 bytes; at `fillfactor = 70` a page takes nine
+  and keeps room for about five more versions, while a claim and a record make two per
+  row. Every update that does not fit writes all seven indexes of the table, and the
+  chunk insert of the expansion (122 ms per 1,000 rows, of which the queue trigger
+  15–40 ms) competes with that work for the two cores. Narrower rows, or the claim's
+  fields kept only in `queue`, are the next step for the expansion and the drain alike.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
