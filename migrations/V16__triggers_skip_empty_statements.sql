@@ -152,10 +152,9 @@ CREATE OR REPLACE FUNCTION campaign_counts_apply() RETURNS trigger LANGUAGE plpg
 DECLARE
     my_shard smallint := (pg_backend_pid() % 64)::smallint;
 BEGIN
-    -- A statement that changed no row has nothing to apply.
-    IF TG_OP = 'DELETE' THEN
-        IF NOT EXISTS (SELECT FROM old_rows) THEN RETURN NULL; END IF;
-    ELSIF NOT EXISTS (SELECT FROM new_rows) THEN
+    -- A statement that changed no row has nothing to apply (it runs on INSERT and
+    -- UPDATE only: retention's deletes leave the counts as they are).
+    IF NOT EXISTS (SELECT FROM new_rows) THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'INSERT' THEN
