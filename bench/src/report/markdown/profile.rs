@@ -286,6 +286,30 @@ return at once when its statement changed no row. One B9 run before and one afte
   153,726 and 140,538 of 156,598) but grew the table 1.37 × (132 MB against 96 MB at
   the same moment), and B9 alternated with V16 on the same host gave expansion 16.1 s
   and 17.0 s against 19.0 s and 11.6 s: no gain the noise does not cover.
+
+### Two chunks in flight, 2026-12-03 evening (2-core AMD EPYC host, e9a1f78)
+
+`notify-bench --only B9 --no-build --no-docs` on an idle host, five runs (`--runs 1`
+twice, `--runs 3` once): expansion 7.5 s, 8.5 s, 9.8 s, 10.4 s and 12.4 s;
+transactional p99 109–141 ms; busiest campaign second 1,852–2,197 calls; the campaign
+drained in 67–78 s. The expansion target sits on the line on this host class.
+
+- **The insert is the critical path.** Timing each chunk (one run, 101 chunks): the
+  insert took 101 ms per 1,000 rows on average, the next chunk's page and audience
+  rules on the spare connection 40 ms, longer than the insert in 1 chunk of 101.
+- **CPU, not waits.** `perf record -a -F 499` for 8 s of the expansion: PostgreSQL 54 %
+  of the samples, the two `notify-*` runtimes 21 %, idle 23 %; no PostgreSQL function
+  above 2.1 % (allocation, copies, hash lookups, B-tree compares).
+- **The row's cost alone.** 100 inserts of 1,000 campaign-shaped rows by one `psql`
+  session into a freshly migrated database: 4.4–6.0 s (44–60 µs a row, five runs);
+  without the queue trigger 4.2 s; dropping any one of the eleven indexes of
+  `notifications` and `queue` moved it by less than the run-to-run spread.
+- **Tried and not kept: two chunks at once.** The chunk after the current one inserted
+  in its own transaction on the spare connection, committing after the first through a
+  checkpoint advance guarded by the expected position (47 of 54 pairs committed):
+  expansion 11.6 s, 11.1 s and 9.5 s, against 7.5–12.4 s one chunk at a time. Both
+  inserts draw on the same two cores. What would move the figure is a cheaper row;
+  the queue trigger is a quarter of it.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
