@@ -301,9 +301,9 @@ drained in 67–78 s. The expansion target sits on the line on this host class.
   of the samples, the two `notify-*` runtimes 21 %, idle 23 %; no PostgreSQL function
   above 2.1 % (allocation, copies, hash lookups, B-tree compares).
 - **The row's cost alone.** 100 inserts of 1,000 campaign-shaped rows by one `psql`
-  session into a freshly migrated database: 4.4–6.0 s (44–60 µs a row, five runs);
-  without the queue trigger 4.2 s; dropping any one of the eleven indexes of
-  `notifications` and `queue` moved it by less than the run-to-run spread.
+  session into a freshly migrated database: 4.4–6.0 s (44–60 µs a row, four runs);
+  without the queue trigger 4.2 s; dropping one index at a time (five of
+  `notifications`, three of `queue`) gave 5.0–6.6 s, inside the run-to-run spread.
 - **Tried and not kept: two chunks at once.** The chunk after the current one inserted
   in its own transaction on the spare connection, committing after the first through a
   checkpoint advance guarded by the expected position (47 of 54 pairs committed):
