@@ -240,3 +240,76 @@ async fn a_page_of_profiles_starts_at_its_cursor_in_the_index() {
     assert!(!plan.contains("Sort"), "{plan}");
     assert!(!plan.contains("Rows Removed by Filter"), "{plan}");
 }
+
+/// The checks on a notification's `category` and `recipient_id` (V17: trimming allowed
+/// bytes instead of matching a regular expression) accept exactly what the rules'
+/// regular expressions accept, at the edges of length, first character and alphabet.
+#[tokio::test]
+async fn identifier_checks_accept_exactly_what_their_rules_accept() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    let category_rule = "^[a-z0-9][a-z0-9_.-]{0,63}$";
+    let recipient_id_rule = "^[A-Za-z0-9._:@-]{1,128}$";
+    let mut values: Vec<String> = [
+        "general",
+        "a",
+        "0",
+        "a_b.c-d",
+        "_a",
+        "-a",
+        ".a",
+        "A",
+        "aB",
+        "é",
+        "aé",
+        "a b",
+        "",
+        "a\n",
+        "\na",
+        "a/b",
+        "a:b",
+        "r@x.y",
+        "A.b_c:d@e-f",
+        "€",
+        "*",
+        "a%",
+        "a'",
+    ]
+    .iter()
+    .map(|value| value.to_string())
+    .collect();
+    for length in [63, 64, 65, 127, 128, 129] {
+        values.push("a".repeat(length));
+        values.push("Z".repeat(length));
+    }
+    let insert = "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient,
+                      channel, priority, payload, scheduled_at, next_attempt_at, max_attempts,
+                      category, recipient_id)
+                  VALUES (gen_random_uuid(), gen_random_uuid()::text, repeat('0', 64), 'r',
+                          'EMAIL', 1, '{}', now(), now(), 1, $1, $2)";
+    for value in &values {
+        let category_ok: bool = conn
+            .query_one("SELECT $1 ~ $2", &[value, &category_rule])
+            .await
+            .expect("rule")
+            .get(0);
+        let stored = conn.execute(insert, &[value, &"r1"]).await;
+        assert_eq!(
+            stored.is_ok(),
+            category_ok,
+            "category {value:?}: {stored:?}"
+        );
+
+        let recipient_id_ok: bool = conn
+            .query_one("SELECT $1 ~ $2", &[value, &recipient_id_rule])
+            .await
+            .expect("rule")
+            .get(0);
+        let stored = conn.execute(insert, &[&"general", value]).await;
+        assert_eq!(
+            stored.is_ok(),
+            recipient_id_ok,
+            "recipient_id {value:?}: {stored:?}"
+        );
+    }
+}
