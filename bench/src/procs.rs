@@ -6,10 +6,14 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{Child, Command};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// A child's log is written to its file in pieces of up to this size, ...
+const LOG_BUFFER: usize = 64 * 1024;
+/// ... and at least this often.
+const LOG_FLUSH: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -195,16 +199,33 @@ pub fn memory_of(pid: u32) -> Option<Memory> {
     })
 }
 
-/// Copies the child's stderr to its log file and reports the listening address.
+/// Copies the child's stderr to its log file and reports the listening address. The file
+/// is written through a buffer flushed once a second and at the end: two writes per line
+/// cost this process ~50 µs of CPU a request in B3, taken from the processes it measures.
 async fn forward_log(
     stderr: tokio::process::ChildStderr,
     path: PathBuf,
     address: tokio::sync::oneshot::Sender<String>,
 ) {
     let mut address = Some(address);
-    let mut file = tokio::fs::File::create(&path).await.ok();
+    let mut file = tokio::fs::File::create(&path)
+        .await
+        .ok()
+        .map(|file| BufWriter::with_capacity(LOG_BUFFER, file));
     let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    let mut flush = tokio::time::interval(LOG_FLUSH);
+    loop {
+        // `next_line` is cancellation safe: a tick loses no part of a line.
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            _ = flush.tick() => {
+                if let Some(f) = file.as_mut() {
+                    let _ = f.flush().await;
+                }
+                continue;
+            }
+        };
+        let Ok(Some(line)) = line else { break };
         if let Some(at) = line.find("listening on http://")
             && let Some(sender) = address.take()
         {
@@ -215,6 +236,9 @@ async fn forward_log(
             let _ = f.write_all(line.as_bytes()).await;
             let _ = f.write_all(b"\n").await;
         }
+    }
+    if let Some(f) = file.as_mut() {
+        let _ = f.flush().await;
     }
 }
 
