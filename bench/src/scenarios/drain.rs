@@ -166,6 +166,17 @@ pub struct Storage {
     /// Of the `notifications` table: the heap (main fork) and each index.
     pub notifications_heap_bytes: i64,
     pub notifications_indexes: Vec<(String, i64)>,
+    /// Every table of [`STORED_TABLES`] split into its heap (with TOAST and the free-space
+    /// and visibility maps) and each of its indexes, largest first within a table.
+    pub relations: Vec<RelationBytes>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RelationBytes {
+    pub table: String,
+    /// `None` for the heap, else the index's name.
+    pub index: Option<String>,
+    pub bytes: i64,
 }
 
 async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
@@ -199,7 +210,28 @@ async fn storage(client: &tokio_postgres::Client) -> anyhow::Result<Storage> {
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<Vec<(String, i64)>, tokio_postgres::Error>>()?;
+    let mut relations = Vec::new();
+    for table in STORED_TABLES {
+        let rows = client
+            .query(
+                "SELECT NULL::text, pg_table_size(t.oid) FROM pg_class t WHERE t.oid = $1::text::regclass
+                 UNION ALL
+                 (SELECT c.relname::text, pg_relation_size(c.oid) FROM pg_index i
+                  JOIN pg_class c ON c.oid = i.indexrelid
+                  WHERE i.indrelid = $1::text::regclass ORDER BY 2 DESC)",
+                &[&table],
+            )
+            .await?;
+        for row in rows {
+            relations.push(RelationBytes {
+                table: table.to_string(),
+                index: row.try_get(0)?,
+                bytes: row.try_get(1)?,
+            });
+        }
+    }
     Ok(Storage {
+        relations,
         notifications_heap_bytes: heap,
         notifications_indexes: indexes,
         notifications: u64::try_from(n).unwrap_or(0),

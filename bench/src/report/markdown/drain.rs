@@ -50,3 +50,46 @@ pub fn write(w: &mut String, results: &Results) {
     }
     let _ = writeln!(w);
 }
+
+/// "B7: where the bytes are": each table's heap and indexes after the one-worker drain,
+/// per notification (the median over the runs).
+pub fn write_storage(w: &mut String, results: &Results) {
+    let runs = &results.runs;
+    let Some(last) = runs.iter().rev().find_map(|r| r.drain(1)) else {
+        return;
+    };
+    let _ = writeln!(w, "## B7: where the bytes are\n");
+    let _ = writeln!(
+        w,
+        "Right after the one-worker B2 drain, before any vacuum has run on purpose: each \
+         table's heap (with its TOAST table and its free-space and visibility maps) and each \
+         of its indexes, in bytes per notification stored.\n"
+    );
+    let _ = writeln!(w, "| table | heap or index | B per notification |");
+    let _ = writeln!(w, "|---|---|---|");
+    for relation in &last.storage.relations {
+        let per = median_of(
+            &runs
+                .iter()
+                .filter_map(|r| r.drain(1))
+                .filter_map(|d| {
+                    let bytes = d.storage.relations.iter().find(|other| {
+                        other.table == relation.table && other.index == relation.index
+                    })?;
+                    Some(bytes.bytes as f64 / d.storage.notifications.max(1) as f64)
+                })
+                .collect::<Vec<_>>(),
+        );
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} |",
+            relation.table,
+            relation
+                .index
+                .as_deref()
+                .map_or("heap".into(), |i| format!("`{i}`")),
+            per.map_or("—".into(), int),
+        );
+    }
+    let _ = writeln!(w);
+}

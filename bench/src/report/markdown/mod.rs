@@ -22,6 +22,7 @@ pub fn markdown(results: &Results, options: &Options) -> String {
     machine::write(w, &results.machine);
     headline::write(w, results, options);
     drain::write(w, results);
+    drain::write_storage(w, results);
     floor::write(w, results, options);
     intake::write(w, &results.runs);
     latency::write(w, &results.runs);
