@@ -1,6 +1,6 @@
 -- Notifications dead-lettered in the last $1 seconds and in the $1 seconds before: how
 -- many, the five most frequent error texts and the channels. Reads the dead letters
--- through queue_list_by_status (the queue holds every DEAD_LETTERED notification until
+-- through queue_list_waiting (the queue holds every DEAD_LETTERED notification until
 -- it is redriven or retention deletes it), never the whole table.
 WITH recent AS (
     SELECT n.channel, coalesce(left(n.last_error, 200), '') AS error

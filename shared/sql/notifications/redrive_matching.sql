@@ -2,10 +2,10 @@
 -- channel, $4 error text, $5 created before, $6 created after; NULL = any), oldest first,
 -- with a fresh set of $7 attempts. Rows another redrive holds are skipped, so concurrent
 -- calls never redrive one twice. The filter is the same as count_matching's; the status
--- (FAILED or DEAD_LETTERED) is read from queue_list_by_status.
+-- (FAILED or DEAD_LETTERED) is read from queue_list_waiting.
 WITH picked AS (
     SELECT n.id FROM queue q JOIN notifications n ON n.id = q.id
-    WHERE q.status = $1 AND n.status = $1
+    WHERE q.status = $1 AND q.status <> 'PROCESSING' AND n.status = $1
       AND ($2::text IS NULL OR n.recipient = $2)
       AND ($3::text IS NULL OR n.channel = $3)
       AND ($4::text IS NULL OR strpos(lower(coalesce(n.last_error, '')), lower($4)) > 0)
