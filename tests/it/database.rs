@@ -397,7 +397,7 @@ async fn listing_each_status_pages_through_exactly_its_notifications() {
                 ..ListFilter::default()
             };
             for _ in 0..4 {
-                let page = queue::list(&*conn, &filter).await.expect("list");
+                let page = queue::list(&conn, &filter).await.expect("list");
                 listed.extend(page.items.iter().map(|n| n.id));
                 match page.next {
                     Some(next) => filter.after = Some(next),
