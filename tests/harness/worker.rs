@@ -37,6 +37,8 @@ pub fn worker_config() -> WorkerConfigBuilder {
     WorkerConfigBuilder(WorkerConfig {
         batch_size: 100,
         concurrency: 1,
+        // As many lanes as `concurrency` allows.
+        lanes: usize::MAX,
         poll_interval: Duration::from_millis(100),
         visibility_timeout: LEASE,
         provider_timeout: Duration::from_secs(5),

@@ -24,6 +24,12 @@ use base64::engine::general_purpose::STANDARD;
 
 use env::Env;
 
+/// Claiming lanes per sweeper process unless `WORKER_LANES` says otherwise. Each lane has
+/// one batch between its claim and its record; past a few, more lanes only queue more
+/// statements at the database, and every batch (with the HIGH notification in it) waits
+/// behind them (B5 in docs/BENCHMARKS.md).
+const DEFAULT_LANES: u64 = 4;
+
 #[derive(Clone)]
 pub struct Config {
     /// `None` means "no URL given": the local runner starts its own PostgreSQL.
@@ -205,6 +211,7 @@ impl Config {
         let sms_max_segments = env.number("SMS_MAX_SEGMENTS", 3u64, 1, 10) as u32;
         let batch_size = env.number("WORKER_BATCH_SIZE", 100u64, 1, 10_000) as i64;
         let concurrency = env.number("WORKER_CONCURRENCY", 10u64, 1, 1000) as usize;
+        let lanes = env.number("WORKER_LANES", DEFAULT_LANES, 1, 1000) as usize;
         let poll_interval_ms = env.number("WORKER_POLL_INTERVAL_MS", 1000u64, 1, 3_600_000);
         let visibility_s = env.number("JOB_VISIBILITY_TIMEOUT_SECONDS", 300u64, 1, 86_400);
         let provider_timeout_ms = env.number("PROVIDER_TIMEOUT_MS", 10_000u64, 1, 86_400_000);
@@ -298,6 +305,7 @@ impl Config {
             worker: WorkerConfig {
                 batch_size,
                 concurrency,
+                lanes,
                 poll_interval: Duration::from_millis(poll_interval_ms),
                 visibility_timeout: Duration::from_secs(visibility_s),
                 provider_timeout: Duration::from_millis(provider_timeout_ms),

@@ -57,8 +57,11 @@ impl Default for DatabaseTimeouts {
 pub struct WorkerConfig {
     /// Notifications claimed per claim statement.
     pub batch_size: i64,
-    /// Provider calls (one per claimed batch) in flight per sweeper process.
+    /// Deliveries in flight per sweeper process.
     pub concurrency: usize,
+    /// Most claiming lanes per sweeper process (batches claimed, fenced and recorded at
+    /// once); never more than `concurrency`, nor than the pool has connections to spare.
+    pub lanes: usize,
     pub poll_interval: Duration,
     pub visibility_timeout: Duration,
     pub provider_timeout: Duration,

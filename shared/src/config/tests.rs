@@ -12,6 +12,7 @@ fn defaults_match_the_documented_table() {
     let config = Config::from_vars(HashMap::new()).expect("defaults are valid");
     assert_eq!(config.database_pool_max, 10);
     assert_eq!(config.worker.batch_size, 100);
+    assert_eq!((config.worker.concurrency, config.worker.lanes), (10, 4));
     assert_eq!(config.worker.visibility_timeout, Duration::from_secs(300));
     assert_eq!(config.retry.max_attempts(), 6);
     assert_eq!(config.rate_limit.max_notifications, 10);
@@ -143,4 +144,13 @@ fn every_problem_is_reported_at_once() {
     ] {
         assert!(text.contains(needle), "{needle} missing from {text}");
     }
+}
+
+#[test]
+fn worker_lanes_can_be_raised_and_zero_is_refused() {
+    let config = Config::from_vars(vars(&[("WORKER_LANES", "9")])).expect("valid");
+    assert_eq!(config.worker.lanes, 9);
+    let err = Config::from_vars(vars(&[("WORKER_LANES", "0")])).expect_err("zero lanes");
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert!(err.to_string().contains("WORKER_LANES"), "{err}");
 }

@@ -11,8 +11,8 @@ use crate::provider::BulkTickets;
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
-/// Runs `sweep_once` on `WORKER_CONCURRENCY` lanes (at most one fewer than the pool's
-/// connections), and campaign expansion beside them, until `stop` fires; returns the sum
+/// Runs `sweep_once` on `WORKER_LANES` lanes (at most `WORKER_CONCURRENCY`, and one fewer
+/// than the pool's connections), and campaign expansion beside them, until `stop` fires; returns the sum
 /// of what the lanes did. Lanes overlap the round trips of several batches; the deliveries in
 /// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
 /// A lane that found work goes on at once; an idle lane waits, and every lane but lane 0
@@ -51,9 +51,10 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
     };
     // A lane needs a connection for its claim and its record, so more lanes than the pool
     // holds (one kept for maintenance and the webhook drainer) would only queue for one.
-    let lanes = sweeper
-        .config()
-        .concurrency
+    let config = sweeper.config();
+    let lanes = config
+        .lanes
+        .min(config.concurrency)
         .min(sweeper.pool_size().saturating_sub(1))
         .max(1);
     let mut tasks = tokio::task::JoinSet::new();

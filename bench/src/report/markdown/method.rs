@@ -28,7 +28,7 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
         "- Every `notify-local` runs with `MOCK_LATENCY_MS=0 MOCK_FAILURE_RATE=0`, no \
          `WEBHOOK_URL` (webhook events are still written to the outbox by the record statement, \
          as in production) and otherwise default settings: `WORKER_BATCH_SIZE=100`, \
-         `WORKER_CONCURRENCY=10`, `DATABASE_POOL_MAX=10`, `WORKER_POLL_INTERVAL_MS=1000` with \
+         `WORKER_CONCURRENCY=10`, `WORKER_LANES=4`, `DATABASE_POOL_MAX=10`, `WORKER_POLL_INTERVAL_MS=1000` with \
          LISTEN/NOTIFY wake-ups, the per-recipient rate limit on (every notification has its \
          own recipient, so it never refuses), `RUST_LOG=info`.{env}\n\
          - **B1**: {} notifications, `EMAIL`, `NORMAL`, `delaySeconds: 86400`, each with its own \
@@ -95,7 +95,9 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
          `AWS_ENDPOINT_URL` pointing at a stand-in for SES v2 (`notify_local::aws_stub`) that \
          notify-bench serves on 127.0.0.1 from its own process and that answers every call \
          after {:.0} ms; the worker has `WORKER_CONCURRENCY={}`, enough calls in flight to \
-         cover that latency. Payloads carry `subject` and `text`, so intake's SES checks \
+         cover that latency, and `WORKER_LANES={}`: a lane spends most of its batch in database \
+         statements when the provider answers this fast, so more lanes than the default four \
+         keep more calls going. Payloads carry `subject` and `text`, so intake's SES checks \
          pass. It runs right after B8 and is shown beside the one-worker B2 drain and the \
          best floor at batch 100 of the same run. Every notification must end SENT with the \
          stand-in's message id, and the stand-in must have received exactly one call per \
@@ -119,6 +121,7 @@ pub fn write(w: &mut String, results: &Results, options: &Options) {
         crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
         crate::scenarios::real::STUB_LATENCY.as_secs_f64() * 1000.0,
         options.b11_concurrency,
+        crate::scenarios::real::B11_LANES,
         int(options.metrics_rows() as f64),
     );
     let _ = writeln!(
