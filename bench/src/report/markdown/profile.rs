@@ -9,6 +9,7 @@ pub fn write(w: &mut String) {
     let _ = writeln!(w, "{DIGEST_NOTES}");
     let _ = writeln!(w, "{STORAGE_NOTES}");
     let _ = writeln!(w, "{CAMPAIGN_NOTES}");
+    let _ = writeln!(w, "{LANES_AND_LISTINGS_NOTES}");
 }
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
@@ -438,4 +439,56 @@ over TLS on loopback).
   api ≈ 60 ms and worker ≈ 80 ms over TLS on loopback (this server has `ssl = on`; one
   connector build ≈ 35 ms plus the handshakes). The worker is slower because its ten lanes
   open their connections (and LISTEN its own) at once.
+";
+
+/// What V18, the lane count and the B7 breakdown were measured with (kept with the
+/// generated figures, not regenerated).
+const LANES_AND_LISTINGS_NOTES: &str = "\
+## Lanes, listings and what B7 is made of (2026-12-04 evening, 2-core AMD EPYC host)
+
+Subset runs alternated on an otherwise idle host, one run each unless more are given;
+every command is `notify-bench --no-build --no-docs --runs 1` with the options named.
+
+- **Four lanes instead of nine** (`--only B2,B5 --workers 1 --env WORKER_LANES=N`; nine is
+  what the default settings ran before, one lane per pooled connection but the one kept for
+  maintenance):
+
+  | lanes | B2 drain | B5 HIGH p99 | B5 LOW drain |
+  |---|---|---|---|
+  | 9 | 12,170 and 12,215 /s | 122 and 117 ms | 11,242 and 11,689 /s |
+  | 4 | 12,452 and 12,854 /s | 59.9 and 62.6 ms | 11,303 and 11,431 /s |
+  | 3 | 10,195 /s | 51.1 ms | 11,626 /s |
+  | 2 | 12,081 /s | 40.6 ms | 10,704 /s |
+
+  The drain is bound by PostgreSQL CPU either way; past a few lanes the extra ones only
+  queue statements there, and a HIGH notification claimed into a batch waits behind every
+  one of them. `WORKER_LANES` now defaults to 4. B11 is the exception: with the SES stub
+  answering in 5 ms a lane spends most of its batch in the database, so lanes keep calls
+  going (`--only B11 --env WORKER_LANES=N`: 4 lanes 4,620 and 4,625 /s, 6 lanes 5,189 /s,
+  9 lanes 5,592 and 5,799 /s); B11 runs with `WORKER_LANES=9`. B9 with 9 and 4 lanes:
+  transactional p99 96.8 and 100 ms, expansion 5.8 and 6.0 s.
+- **V18: the queue's listings leave PROCESSING out** (`--only B2,B7 --workers 1`, V17 and
+  V18 alternated): B7 2,526 and 2,532 B per notification before, 2,457 and 2,466 after;
+  the queue 559 and 564 B before (its two listings 274 B), 489 and 490 B after (191 B);
+  B2 11,851 and 11,385 /s before, 11,548 and 11,782 /s after.
+- **Time-ordered ids, tried and left out.** V18 with UUIDv7 notification ids and every
+  listing rebuilt ascending, alternated with V18 as kept: B7 2,574 to 2,594 B against
+  2,457 to 2,466 B (the notifications' heap 807 to 829 B against 768 to 775, its primary key
+  60 to 63 B against 51 to 52, `notifications_list_all` 78 to 81 B against 67 to 69); B1
+  43,665 to 48,661 /s against 40,171 to 41,437; B2 11,682 to 12,739 /s against 11,548 to
+  11,782. Loaded by one statement at a time an ordered key fills its index far better
+  (100,000 rows in `psql`: 32 B per id against 44 B for random ids), but B1 has two batch
+  calls in flight: two ordered streams interleave, every insertion lands just left of the
+  right edge, and those pages split in half. The storage target counts more than the
+  intake gain, so ids stay random.
+- **Why the notifications table is 1.1 kB of B7.** Its rows are 314 B as created, 362 B
+  while claimed, 370 B once SENT (`pg_column_size`). 100,000 rows loaded in 20 statements
+  of 5,000 as B1 does take 482 B per notification of heap (`fillfactor` 70). The B2 release
+  is one `UPDATE` of every row: PostgreSQL cannot prune versions its own statement made
+  dead, so once a page's free room is gone the rest of its rows move to new pages (41,474
+  of 100,000 updates were HOT) and the heap grows to 764 B per notification, with a second
+  entry in every index of the table for each row that moved (primary key 42 to 51 B). No
+  production path updates every open notification at once (a notification falls due by
+  the clock); the claim and the record that follow, each its own short transaction, prune
+  as they go. The section B7: where the bytes are gives the rest, index by index.
 ";
