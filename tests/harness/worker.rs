@@ -55,6 +55,11 @@ impl WorkerConfigBuilder {
         self.0.concurrency = concurrency;
         self
     }
+    /// At most this many lanes, whatever `concurrency` allows.
+    pub fn lanes(mut self, lanes: usize) -> Self {
+        self.0.lanes = lanes;
+        self
+    }
     pub fn poll_interval(mut self, poll_interval: Duration) -> Self {
         self.0.poll_interval = poll_interval;
         self

@@ -166,6 +166,41 @@ async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all
     assert_eq!(provider.peak(), 3, "deliveries in flight at most");
 }
 
+/// `WORKER_LANES` bounds the batches between claim and record: two lanes of batches of one
+/// never have more than two deliveries at the provider, though ten places and nine spare
+/// connections would allow nine, and do reach two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_more_batches_are_in_flight_than_the_worker_lanes() {
+    let db = TestDb::new().await;
+    factory::create_due_bulk(&db.pool, 20).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(50)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(
+            worker_config()
+                .concurrency(10)
+                .lanes(2)
+                .batch_size(1)
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while factory::count_where(&db.pool, "status = 'SENT'").await < 20 {
+        assert!(Instant::now() < deadline, "not drained in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.stop();
+    let total = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the loop stops")
+        .expect("the loop ends cleanly");
+    assert_eq!((total.sent, total.released), (20, 0), "{total:?}");
+    assert_eq!(provider.peak(), 2, "deliveries in flight at most");
+}
+
 /// A backlog of bulk work waits in the queue, not in the sweeper: the process holds no
 /// more bulk notifications than twice its bulk places (six of eight here), so a
 /// transactional notification that arrives behind 400 of them is claimed by the next
