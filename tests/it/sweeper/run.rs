@@ -13,7 +13,7 @@ use notify_shared::{db, queue};
 use notify_tests::TestDb;
 use notify_tests::doubles::{Fixed, Slow};
 use notify_tests::factory::{self, Spec};
-use notify_tests::worker::{self, simulated, worker_config};
+use notify_tests::worker::{self, WorkerConfigBuilder, simulated, worker_config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next_poll() {
@@ -131,28 +131,25 @@ async fn a_stop_in_the_middle_of_a_batch_records_what_started_and_releases_the_r
     );
 }
 
-/// `WORKER_CONCURRENCY` bounds the deliveries in flight in the process, however many lanes
-/// claim batches: three lanes of batches of five never have more than three deliveries at
-/// the provider, and do reach three.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all_lanes() {
+/// Runs the sweeper loop with `config` over `count` due notifications and a provider
+/// that takes 50 ms a call, until every one is SENT; returns the loop's total and the
+/// provider (which counted its calls and the most in flight at once).
+async fn drain_through_a_slow_provider(
+    config: WorkerConfigBuilder,
+    count: i64,
+) -> (sweeper::SweepOutcome, Arc<Slow>) {
     let db = TestDb::new().await;
-    factory::create_due_bulk(&db.pool, 40).await;
+    factory::create_due_bulk(&db.pool, count).await;
     let provider = Arc::new(Slow::new(Duration::from_millis(50)));
     let sweeper = worker::sweeper(&db.pool, provider.clone())
-        .config(
-            worker_config()
-                .concurrency(3)
-                .batch_size(5)
-                .poll_interval(Duration::from_millis(20)),
-        )
+        .config(config.poll_interval(Duration::from_millis(20)))
         .build();
     let (handle, stop) = StopSignal::new();
     let (_keep_open, wake) = Wake::none();
     let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
 
     let deadline = Instant::now() + Duration::from_secs(20);
-    while factory::count_where(&db.pool, "status = 'SENT'").await < 40 {
+    while factory::count_where(&db.pool, "status = 'SENT'").await < count {
         assert!(Instant::now() < deadline, "not drained in time");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -161,6 +158,16 @@ async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all
         .await
         .expect("the loop stops")
         .expect("the loop ends cleanly");
+    (total, provider)
+}
+
+/// `WORKER_CONCURRENCY` bounds the deliveries in flight in the process, however many lanes
+/// claim batches: three lanes of batches of five never have more than three deliveries at
+/// the provider, and do reach three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all_lanes() {
+    let config = worker_config().concurrency(3).batch_size(5);
+    let (total, provider) = drain_through_a_slow_provider(config, 40).await;
     assert_eq!((total.sent, total.released), (40, 0), "{total:?}");
     assert_eq!(provider.started(), 40);
     assert_eq!(provider.peak(), 3, "deliveries in flight at most");
@@ -171,32 +178,8 @@ async fn no_more_deliveries_are_in_flight_than_the_worker_concurrency_across_all
 /// connections would allow nine, and do reach two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_more_batches_are_in_flight_than_the_worker_lanes() {
-    let db = TestDb::new().await;
-    factory::create_due_bulk(&db.pool, 20).await;
-    let provider = Arc::new(Slow::new(Duration::from_millis(50)));
-    let sweeper = worker::sweeper(&db.pool, provider.clone())
-        .config(
-            worker_config()
-                .concurrency(10)
-                .lanes(2)
-                .batch_size(1)
-                .poll_interval(Duration::from_millis(20)),
-        )
-        .build();
-    let (handle, stop) = StopSignal::new();
-    let (_keep_open, wake) = Wake::none();
-    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while factory::count_where(&db.pool, "status = 'SENT'").await < 20 {
-        assert!(Instant::now() < deadline, "not drained in time");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    handle.stop();
-    let total = tokio::time::timeout(Duration::from_secs(10), running)
-        .await
-        .expect("the loop stops")
-        .expect("the loop ends cleanly");
+    let config = worker_config().concurrency(10).lanes(2).batch_size(1);
+    let (total, provider) = drain_through_a_slow_provider(config, 20).await;
     assert_eq!((total.sent, total.released), (20, 0), "{total:?}");
     assert_eq!(provider.peak(), 2, "deliveries in flight at most");
 }
