@@ -51,7 +51,7 @@ pub async fn queue_lag_seconds(db: &impl GenericClient) -> Result<f64, tokio_pos
 }
 
 /// Upper bounds (seconds) of the delivery-latency histogram buckets; the same list is in
-/// `notification_latency_bucket` (migration V7), which files each delivery.
+/// `notification_latency_bucket` (migrations V7 and V20), which files each delivery.
 pub const LATENCY_BUCKETS: [f64; 11] =
     [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
 

@@ -454,3 +454,26 @@ async fn the_worker_role_answers_health_and_metrics_but_not_the_notification_rou
         "no redrive through a worker"
     );
 }
+
+/// The database files each delivery into the bucket of the first bound of
+/// `LATENCY_BUCKETS` it does not exceed (the one past the last above them all): on
+/// every bound, just above it, at zero, far above the last and for a missing latency.
+#[tokio::test]
+async fn the_database_files_latencies_into_the_codes_buckets() {
+    use notify_shared::queue::stats::LATENCY_BUCKETS;
+    let db = notify_tests::TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    let mut cases: Vec<(Option<f64>, i16)> = vec![(Some(0.0), 0), (Some(1e9), 11), (None, 0)];
+    for (index, bound) in (0_i16..).zip(LATENCY_BUCKETS) {
+        cases.push((Some(bound), index));
+        cases.push((Some(bound * (1.0 + 1e-9)), index + 1));
+    }
+    for (latency, expected) in cases {
+        let bucket: i16 = conn
+            .query_one("SELECT notification_latency_bucket($1)", &[&latency])
+            .await
+            .expect("bucket")
+            .get(0);
+        assert_eq!(bucket, expected, "latency {latency:?}");
+    }
+}
