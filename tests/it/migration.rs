@@ -14,6 +14,8 @@ const BEFORE_QUEUE: i32 = 12;
 const BEFORE_CAMPAIGN_PROGRESS: i32 = 13;
 /// The last migration before campaigns' counts are kept rather than counted.
 const BEFORE_CAMPAIGN_COUNTS: i32 = 14;
+/// The last migration before reservations are filed under a hash of the recipient.
+const BEFORE_HASHED_RESERVATIONS: i32 = 20;
 
 /// A fresh database migrated up to `version`: (server URL, its name, its URL).
 async fn scratch_at(version: i32) -> (String, String, String) {
@@ -266,6 +268,58 @@ async fn campaign_counts_start_from_the_notifications_there_and_every_open_one_i
     );
     drop(conn);
     pool.close();
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}
+
+#[tokio::test]
+async fn reservations_taken_before_the_upgrade_still_count_against_their_recipient() {
+    let (admin_url, name, url) = scratch_at(BEFORE_HASHED_RESERVATIONS).await;
+    let old = db::connect(&url).await.expect("connect");
+    // Two live reservations of one recipient, one of another, one out of the window.
+    old.batch_execute(
+        "INSERT INTO rate_limit_reservations (notification_id, recipient, reserved_at)
+         VALUES ('00000000-0000-0000-0000-00000000000a', 'ada@example.com', now()),
+                ('00000000-0000-0000-0000-00000000000b', 'ada@example.com', now()),
+                ('00000000-0000-0000-0000-00000000000c', 'bob@example.com', now()),
+                ('00000000-0000-0000-0000-00000000000d', 'ada@example.com',
+                 now() - interval '2 hours')",
+    )
+    .await
+    .expect("old reservations");
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let conn = db::connect(&url).await.expect("connect");
+    let live = std::fs::read_to_string(format!(
+        "{}/rate_limit_reservations/live.sql",
+        notify_shared::sql::SQL_DIR
+    ))
+    .expect("statement");
+    let recipients = vec!["ada@example.com", "eve@example.com"];
+    let window_ms: i64 = 3_600_000;
+    let mut found: Vec<(String, uuid::Uuid)> = conn
+        .query(live.as_str(), &[&recipients, &window_ms])
+        .await
+        .expect("live reservations")
+        .iter()
+        .map(|row| (row.get("recipient"), row.get("notification_id")))
+        .collect();
+    found.sort();
+    let ada = |last: &str| {
+        let id = format!("00000000-0000-0000-0000-00000000000{last}");
+        ("ada@example.com".to_string(), id.parse().expect("uuid"))
+    };
+    assert_eq!(found, vec![ada("a"), ada("b")]);
+    // The read pruned the expired one of the recipients it was asked for.
+    let left: i64 = conn
+        .query_one("SELECT count(*) FROM rate_limit_reservations", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(left, 3);
+    drop(conn);
     notify_local::scratch::drop_database(&admin_url, &name)
         .await
         .expect("drop");

@@ -27,7 +27,8 @@ WITH profile AS (
     WHERE delivery_key IN (SELECT id FROM theirs)
 ), reservations AS (
     DELETE FROM rate_limit_reservations
-    WHERE recipient = ANY($3) OR lower(recipient) = ANY($3)
+    WHERE notification_id IN (SELECT id FROM theirs)
+       OR recipient_key = ANY (ARRAY(SELECT hashtextextended(a, 0) FROM unnest($3::text[]) AS a))
 ), hashed AS (
     UPDATE suppressions s SET address = NULL
     FROM unnest($4::text[], $5::text[]) AS h(hash, channel)

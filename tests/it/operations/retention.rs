@@ -78,7 +78,7 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
         )
         .await;
         db.execute(
-            "INSERT INTO rate_limit_reservations (notification_id, recipient) VALUES ($1, 'r')",
+            "INSERT INTO rate_limit_reservations (notification_id, recipient_key) VALUES ($1, 1)",
             &[&id],
         )
         .await;
