@@ -1,10 +1,11 @@
-//! The notes kept with the generated figures (not regenerated): a one-off profile of the
-//! drain, the digest measured by hand, the queue table's first subset run and how B9 was
-//! diagnosed.
+//! The notes kept with the generated figures (not regenerated): profiles of the drain
+//! and the batch intake, the digest measured by hand, the queue table's first subset run,
+//! how B9 was diagnosed, and what the storage changes were measured with.
 
 use std::fmt::Write as _;
 
 pub fn write(w: &mut String) {
+    let _ = writeln!(w, "{CURRENT_PROFILE_NOTES}");
     let _ = writeln!(w, "{PROFILE_NOTES}");
     let _ = writeln!(w, "{DIGEST_NOTES}");
     let _ = writeln!(w, "{STORAGE_NOTES}");
@@ -334,6 +335,62 @@ drained in 67–78 s. The expansion target sits on the line on this host class.
   in 67 s both ways.
 ";
 
+/// Where the database's CPU goes in B2 and B1 on the current schema, and the storage
+/// changes of the same evening (kept with the generated figures, not regenerated).
+const CURRENT_PROFILE_NOTES: &str = "\
+## Where the database's time goes now (profile of 2026-12-04, migrations up to V21)
+
+Measured by hand on the 2-core host, nothing else running: `perf record -a -g -- sleep 7`
+started when the one-worker B2 drain began (`notify-bench --only B2 --workers 1 --runs 1
+--no-build --no-docs`; that run drained 11,388 /s at 151 µs of PostgreSQL CPU per
+notification), then `perf script` and, for each function, the share of PostgreSQL's
+samples with it anywhere on the stack (so shares overlap).
+
+- **B2 is PostgreSQL CPU.** PostgreSQL took 88 % of all samples, the worker process 5.6 %,
+  idle 5.6 %.
+- **Inside PostgreSQL** (49,109 samples): the triggers run at the end of each statement
+  21.3 % (the PL/pgSQL statement triggers that keep the queue table and the counters
+  14.1 %, the foreign-key checks of `delivery_attempts` and `webhook_events` 5.8 % plus
+  1.0 % for the row lock each takes); index reads 15.6 %; index insertion 10.0 % and
+  `ON CONFLICT` arbitration 3.8 %; executor start-up 7.5 % and plan-cache checks 3.6 %
+  (many small statements: every trigger runs its own); CHECK constraints 5.5 %; heap
+  pruning 2.6 %; WAL insertion 2.2 %, WAL flush 1.9 %, commit 2.5 %.
+- **V20** replaced the one SQL function the record called per row
+  (`notification_latency_bucket`, a query PostgreSQL could not inline): before it, in the
+  same measurement, SQL-function calls were 3.4 % of PostgreSQL's samples and the
+  PL/pgSQL triggers 18.1 %; after it 0.0 % and 14.1 %.
+- **Why 60 µs is out of reach of this schema.** A delivered notification costs two
+  versions of its 314–370 B row, an update and a delete of its queue row, an attempt, an
+  outbox event, a reservation and the simulated provider's row, and the counter upserts of
+  two statement triggers. Without any trigger or foreign key the shares above would leave
+  roughly 118 µs (151 µs less 22 %). The target needs the claim to stop writing the notification row (the
+  queue row holding the claim and its lease) and the counters kept in fewer statements.
+- **B1** (same method during `--only B1 --runs 1`, 36,695 /s in that run): PostgreSQL
+  50 % of all samples, idle 36 %, the API process 11 %. Inside PostgreSQL: index insertion
+  40.6 % (key comparisons alone 17.3 %), the statement triggers 20.2 %, CHECK constraints
+  7.0 %, heap insertion 5.7 %. Each notification enters 7 indexes (4 on `notifications`, 3
+  on `queue`). More calls in flight do not use the idle time: `--b1-inflight 2` and `4`
+  alternated gave 46,045 and 45,734 /s with two, 36,359 and 38,506 /s with four.
+
+### Storage changes of the same evening
+
+`notify-bench --only B2,B7 --workers 1 --runs 1 --no-build --no-docs`, one run per row,
+one after the other on the idle host.
+
+| schema | B7 per notification | what moved | B2 in the same run |
+|---|---|---|---|
+| V18 | 2,448 B | — | 11,882 /s, 142 µs |
+| V19: `queue_list_waiting_by_owner` holds owned rows only | 2,349 B | queue 487 → 388 B (that index 102 → 0 B; the bench's notifications have no owner) | 11,782 /s, 145 µs |
+| V21: reservations filed under a hash of the recipient | 2,286 B | reservations 207 → 147 B (heap 85 → 61, by recipient 79 → 44) | 12,095 /s, 143 µs |
+| tried on V18: `fillfactor` 45 on `notifications` instead of 70 | 2,400 B | heap 765 → 745 B, its indexes 357 → 334 B | 11,618 /s, 148 µs |
+| tried on V21: the three listings of `notifications` ascending | 2,292 B | `notifications_list_all` 66 → 69 B | 11,583 /s, 146 µs |
+
+Both tries were left out. A lower `fillfactor` makes more of the release's updates HOT
+but reserves as much heap as it saves. Ascending listings did not fill better: the 5,000
+rows of one batch call share one `created_at`, so their random ids land all over the last
+pages either way.
+";
+
 /// The queue table's first figures, from a subset run (kept with the generated figures,
 /// not regenerated).
 const STORAGE_NOTES: &str = "\
@@ -394,7 +451,7 @@ week, the maintained counts and the keys.
 
 /// A one-off profile of the B2 drain, kept with the generated figures (not regenerated).
 const PROFILE_NOTES: &str = "\
-## Where the drain's time goes (one-off profile, 2026-11-30, commits 3ad9196–6784490)
+## Where the drain's time went before the queue table (profile of 2026-11-30, commits 3ad9196–6784490)
 
 Not regenerated by the bench; it describes the schema before the queue table (migration
 V13 moved the claim, lease and status indexes off `notifications`, so its transitions are
