@@ -363,7 +363,7 @@ samples with it anywhere on the stack (so shares overlap).
   versions of its 314–370 B row, an update and a delete of its queue row, an attempt, an
   outbox event, a reservation and the simulated provider's row, and the counter upserts of
   two statement triggers. Without any trigger or foreign key the shares above would leave
-  roughly 118 µs (151 µs less 22 %). The target needs the claim to stop writing the notification row (the
+  roughly 119 µs (151 µs less 21.3 %). The target needs the claim to stop writing the notification row (the
   queue row holding the claim and its lease) and the counters kept in fewer statements.
 - **B1** (same method during `--only B1 --runs 1`, 36,695 /s in that run): PostgreSQL
   50 % of all samples, idle 36 %, the API process 11 %. Inside PostgreSQL: index insertion
