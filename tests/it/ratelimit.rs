@@ -67,7 +67,7 @@ async fn over_the_limit_waits_with_its_attempt_refunded_until_a_slot_frees() {
     for windows in [1, 2] {
         let condition = format!(
             "status = 'PENDING' AND next_attempt_at = (SELECT min(reserved_at) FROM rate_limit_reservations
-             WHERE recipient = '{busy}') + interval '{} seconds'",
+             WHERE recipient_key = hashtextextended('{busy}', 0)) + interval '{} seconds'",
             3600 * windows
         );
         due_after.push(factory::count_where(&db.pool, &condition).await);
