@@ -139,7 +139,7 @@ async fn health_without_a_database_answers_its_own_error_body() {
 }
 
 /// The text of the statement file `name` under `shared/sql`, without `.sql`.
-fn statement_file(name: &str) -> String {
+pub(crate) fn statement_file(name: &str) -> String {
     std::fs::read_to_string(format!("{}/{name}.sql", notify_shared::sql::SQL_DIR))
         .unwrap_or_else(|error| panic!("statement {name}: {error}"))
 }

@@ -303,11 +303,7 @@ async fn reservations_taken_before_the_upgrade_still_count_against_their_recipie
     )
     .await
     .expect("the previous release's reservation");
-    let live = std::fs::read_to_string(format!(
-        "{}/rate_limit_reservations/live.sql",
-        notify_shared::sql::SQL_DIR
-    ))
-    .expect("statement");
+    let live = crate::database::statement_file("rate_limit_reservations/live");
     let recipients = vec!["ada@example.com", "eve@example.com"];
     let window_ms: i64 = 3_600_000;
     let mut found: Vec<(String, uuid::Uuid)> = conn
