@@ -1,6 +1,6 @@
 -- Deletes up to $3 finished notifications: SENT, FAILED, CANCELLED, SUPPRESSED and EXPIRED
 -- ones whose final transition is more than $1 seconds old, DEAD_LETTERED ones more than
--- $2 seconds old. Their attempts and webhook events go with them (ON DELETE CASCADE), the
+-- $2 seconds old. Their attempts and webhook events go with them (the trigger of V22), the
 -- queue row with the trigger, the rate-limit reservation and the simulated provider's
 -- record of the delivery (keyed by the notification id; a deleted notification is never
 -- sent again, so its key has nothing left to guard) here; the deleted count is added to

@@ -161,6 +161,53 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
     );
 }
 
+/// Attempts and webhook events name their notification without a foreign key; a
+/// statement trigger deletes them with it, whatever statement deletes it (the previous
+/// release's retention relied on the foreign key's cascade and deletes only notifications).
+#[tokio::test]
+async fn any_delete_of_notifications_takes_their_attempts_and_events_with_them() {
+    let db = TestDb::new().await;
+    let mut ids = Vec::new();
+    for name in ["gone-1", "gone-2", "kept"] {
+        let id = factory::create(&db.pool, factory::Spec::to(&format!("{name}@example.com")))
+            .await
+            .id;
+        factory::insert_event(&db.pool, id, "SENT", 1, chrono::Utc::now()).await;
+        for attempt in 1..=2 {
+            db.execute(
+                "INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at,
+                                                finished_at, outcome)
+                 VALUES ($1, $2, 'w', now(), now(), 'DELIVERED')",
+                &[&id, &attempt],
+            )
+            .await;
+        }
+        ids.push(id);
+    }
+    let (gone, kept) = (&ids[..2], ids[2]);
+    db.execute("DELETE FROM notifications WHERE id = ANY($1)", &[&gone])
+        .await;
+
+    for (table, per_notification) in [("delivery_attempts", 2), ("webhook_events", 1)] {
+        let of_gone = db
+            .count(&format!(
+                "SELECT count(*) FROM {table} WHERE notification_id IN ('{}', '{}')",
+                gone[0], gone[1]
+            ))
+            .await;
+        assert_eq!(of_gone, 0, "{table} keeps rows of deleted notifications");
+        let of_kept = db
+            .count(&format!(
+                "SELECT count(*) FROM {table} WHERE notification_id = '{kept}'"
+            ))
+            .await;
+        assert_eq!(
+            of_kept, per_notification,
+            "{table} lost rows of a kept notification"
+        );
+    }
+}
+
 #[tokio::test]
 async fn deletes_are_bounded_per_statement_and_racing_steps_delete_each_row_once() {
     let db = TestDb::new().await;
