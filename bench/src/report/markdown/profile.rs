@@ -389,6 +389,28 @@ Both tries were left out. A lower `fillfactor` makes more of the release's updat
 but reserves as much heap as it saves. Ascending listings did not fill better: the 5,000
 rows of one batch call share one `created_at`, so their random ids land all over the last
 pages either way.
+
+### Foreign keys replaced by a statement trigger (V22, 2026-12-05)
+
+`delivery_attempts` and `webhook_events` lost their foreign keys to `notifications`; a
+statement trigger deletes a deleted notification's attempts and events in one statement
+per table. Two builds, 004355a with V22 and 2dbfd4a without it, alternated on the idle
+2-core Intel Xeon host of the full run above: `notify-bench --only B2,B7,B10 --workers 1
+--runs 1 --no-build --no-docs`, two runs each, in the order V22, V21, V22, V21.
+
+| schema | B2 | B10 round 1 | B10 rounds 2–10, mean | ÷ round 1 | last ÷ first | largest tables ÷ round 1 | left after round 10 |
+|---|---|---|---|---|---|---|---|
+| V22 | 15,221 /s, 103 µs | 15,874 /s | 13,807 /s | 0.87 | 0.93 | 1.47 | 93,100 |
+| V21 | 14,976 /s, 109 µs | 14,199 /s | 11,742 /s | 0.83 | 0.76 | 2.04 | 179,800 |
+| V22 | 16,071 /s, 101 µs | 15,877 /s | 14,078 /s | 0.89 | 0.84 | 1.87 | 80,000 |
+| V21 | 14,700 /s, 113 µs | 13,818 /s | 12,184 /s | 0.88 | 0.81 | 1.64 | 81,400 |
+
+The drain beside retention gained 16–18 % and PostgreSQL CPU per notification in B2 fell
+5–11 %; in the first V21 run retention fell behind (180,000 finished notifications
+waiting after the tenth round, twice the usual). The last round against the first stays
+noisy (0.84 and 0.93 with V22): the first round drains with little retention beside it.
+A profile of one V22 soak (`perf record -a -g -- sleep 20` from its fourth round) puts
+`VACUUM` at 4.0 % of PostgreSQL's samples and deleting heap rows at 0.8 %.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
