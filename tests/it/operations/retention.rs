@@ -42,6 +42,15 @@ async fn old_sent(db: &TestDb, count: i32, days: i32) {
     .await;
 }
 
+/// Rows of `table` (one with a `notification_id` column) that name any of `ids`.
+async fn rows_naming(db: &TestDb, table: &str, ids: &[Uuid]) -> i64 {
+    db.scalar(
+        &format!("SELECT count(*) FROM {table} WHERE notification_id = ANY($1)"),
+        &[&ids],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_else_does() {
     let db = TestDb::new().await;
@@ -128,11 +137,7 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
             ))
             .await;
         assert_eq!(orphans, 0, "{table} keeps rows of deleted notifications");
-        let of_the_young = db
-            .count(&format!(
-                "SELECT count(*) FROM {table} WHERE notification_id = '{sent_young}'"
-            ))
-            .await;
+        let of_the_young = rows_naming(&db, table, &[sent_young]).await;
         assert_eq!(of_the_young, 1, "{table} lost a row of a kept notification");
     }
     let simulated: Vec<Uuid> = db
@@ -189,18 +194,9 @@ async fn any_delete_of_notifications_takes_their_attempts_and_events_with_them()
         .await;
 
     for (table, per_notification) in [("delivery_attempts", 2), ("webhook_events", 1)] {
-        let of_gone = db
-            .count(&format!(
-                "SELECT count(*) FROM {table} WHERE notification_id IN ('{}', '{}')",
-                gone[0], gone[1]
-            ))
-            .await;
+        let of_gone = rows_naming(&db, table, gone).await;
         assert_eq!(of_gone, 0, "{table} keeps rows of deleted notifications");
-        let of_kept = db
-            .count(&format!(
-                "SELECT count(*) FROM {table} WHERE notification_id = '{kept}'"
-            ))
-            .await;
+        let of_kept = rows_naming(&db, table, &[kept]).await;
         assert_eq!(
             of_kept, per_notification,
             "{table} lost rows of a kept notification"
