@@ -275,3 +275,43 @@ async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowe
         "keys, once they exist, are always required"
     );
 }
+
+/// A notification made with a key does not lock the key's row: with a foreign key, every
+/// open intake transaction of a client held a share lock on that one row, and their
+/// concurrent locks became a new multixact for nearly every insert (V23).
+#[tokio::test]
+async fn a_notification_made_with_a_key_leaves_the_keys_row_unlocked() {
+    use notify_shared::notification::Channel;
+    use notify_shared::queue::{self, Due, InsertOutcome, NewNotification};
+
+    let db = TestDb::new().await;
+    let setup = db.pool.get().await.expect("db");
+    let (key_id, _) = auth::create_key(&setup, "busy-client", Scope::Client)
+        .await
+        .expect("key");
+    let mut intake = db.pool.get().await.expect("db");
+    let open = intake.transaction().await.expect("begin");
+    let mut new = NewNotification::new(
+        "unlocked".into(),
+        "0".repeat(64),
+        "ada@example.com".into(),
+        Channel::Email,
+        json!({}),
+        Due::AfterSeconds(60),
+        3,
+    );
+    new.owner_key_id = Some(key_id);
+    let outcome = queue::insert(&open, &new).await.expect("insert");
+    assert!(matches!(outcome, InsertOutcome::Created(_)), "{outcome:?}");
+
+    // While that insert is uncommitted, another session can take any lock on the key.
+    let other = db.pool.get().await.expect("db");
+    let locked = other
+        .query(
+            "SELECT 1 FROM api_keys WHERE id = $1 FOR UPDATE NOWAIT",
+            &[&key_id],
+        )
+        .await;
+    assert!(locked.is_ok(), "the key's row is locked: {locked:?}");
+    open.commit().await.expect("commit");
+}
