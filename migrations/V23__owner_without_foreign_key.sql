@@ -4,7 +4,6 @@
 -- lock as a new multixact for nearly every insert: work on the intake path, and member
 -- space that anti-wraparound vacuums then have to reclaim. The check cannot fail: intake
 -- takes the owner from the key that authenticated the request, and keys are revoked,
--- never deleted. (Measured with pgbench, 8 clients of single inserts and 2 clients of
--- 5,000-row inserts on one key: 4 % and 7–10 % more rows a second without it.)
+-- never deleted. (Measured with pgbench: docs/BENCHMARKS.md, the notes on V23.)
 
 ALTER TABLE notifications DROP CONSTRAINT notifications_owner_key_id_fkey;
