@@ -42,6 +42,17 @@ async fn old_sent(db: &TestDb, count: i32, days: i32) {
     .await;
 }
 
+/// Writes attempt number `attempt` of notification `id`, as a delivered one.
+async fn delivered_attempt(db: &TestDb, id: Uuid, attempt: i32) {
+    db.execute(
+        "INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at,
+                                        finished_at, outcome)
+         VALUES ($1, $2, 'w', now(), now(), 'DELIVERED')",
+        &[&id, &attempt],
+    )
+    .await;
+}
+
 /// Rows of `table` (one with a `notification_id` column) that name any of `ids`.
 async fn rows_naming(db: &TestDb, table: &str, ids: &[Uuid]) -> i64 {
     db.scalar(
@@ -79,13 +90,7 @@ async fn finished_work_past_its_window_goes_with_what_refers_to_it_and_nothing_e
     factory::dead_letter(&db.pool, dead_100_days, "down").await;
     for id in [sent_old, sent_young, dead_100_days] {
         factory::insert_event(&db.pool, id, "SENT", 1, chrono::Utc::now()).await;
-        db.execute(
-            "INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at,
-                                            finished_at, outcome)
-             VALUES ($1, 1, 'w', now(), now(), 'DELIVERED')",
-            &[&id],
-        )
-        .await;
+        delivered_attempt(&db, id, 1).await;
         db.execute(
             "INSERT INTO rate_limit_reservations (notification_id, recipient_key) VALUES ($1, 1)",
             &[&id],
@@ -179,13 +184,7 @@ async fn any_delete_of_notifications_takes_their_attempts_and_events_with_them()
             .id;
         factory::insert_event(&db.pool, id, "SENT", 1, chrono::Utc::now()).await;
         for attempt in 1..=2 {
-            db.execute(
-                "INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at,
-                                                finished_at, outcome)
-                 VALUES ($1, $2, 'w', now(), now(), 'DELIVERED')",
-                &[&id, &attempt],
-            )
-            .await;
+            delivered_attempt(&db, id, attempt).await;
         }
         ids.push(id);
     }
