@@ -47,6 +47,9 @@ pub fn parse_iso_date_time(text: &str) -> Result<DateTime<Utc>, Unreadable> {
             INVALID
         });
     }
+    if !strict_time_of_day(bytes) {
+        return Err(INVALID);
+    }
     let with_offset = text
         .strip_suffix('Z')
         .map(|s| format!("{s}+00:00"))
@@ -56,6 +59,32 @@ pub fn parse_iso_date_time(text: &str) -> Result<DateTime<Utc>, Unreadable> {
         .find_map(|format| DateTime::<FixedOffset>::parse_from_str(&with_offset, format).ok())
         .map(|at| at.with_timezone(&Utc))
         .ok_or(INVALID)
+}
+
+/// Between the date and the offset exactly `HH:MM`, `HH:MM:SS` or `HH:MM:SS.fraction` (1–9
+/// digits), seconds below 60: chrono's formats alone let whitespace before the offset
+/// through, and read a second 60 as the next minute.
+fn strict_time_of_day(bytes: &[u8]) -> bool {
+    let offset_len = if bytes.ends_with(b"Z") { 1 } else { 6 };
+    let Some(time) = bytes.get(11..bytes.len().saturating_sub(offset_len)) else {
+        return false;
+    };
+    let digits = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    let [h1, h2, b':', m1, m2, seconds @ ..] = time else {
+        return false;
+    };
+    if !digits(&[*h1, *h2, *m1, *m2]) {
+        return false;
+    }
+    match seconds {
+        [] => true,
+        [b':', b'0'..=b'5', s2, fraction @ ..] if s2.is_ascii_digit() => match fraction {
+            [] => true,
+            [b'.', fraction @ ..] => digits(fraction) && fraction.len() <= 9,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Ends in `Z` or `±HH:MM`, the only offsets the contract allows.
@@ -100,6 +129,29 @@ mod tests {
                 Err("expiresAt must be a valid ISO 8601 date-time".into()),
                 "{bad}"
             );
+        }
+        for loose in [
+            "2027-01-01T00:00:00 Z",
+            "2027-01-01T00:00:00\tZ",
+            "2027-01-01T00:00:00 +01:00",
+            "2027-06-30T12:00:60Z",
+            "2027-01-01T00:00:5Z",
+            "2027-01-01T00:00:00.Z",
+            "2027-01-01T00:00:00.1234567890Z",
+            "2027-01-01T0:00:00Z",
+        ] {
+            assert_eq!(
+                parse_iso_date_time(loose),
+                Err(Unreadable::Invalid),
+                "{loose}"
+            );
+        }
+        for fine in [
+            "2027-01-01T00:00Z",
+            "2027-01-01T23:59:59.123456789Z",
+            "2027-01-01T23:59:59.5-05:30",
+        ] {
+            assert!(parse_iso_date_time(fine).is_ok(), "{fine}");
         }
         let a = parse_iso_date_time("2026-09-24T09:30:00+01:00").expect("offset");
         let b = parse_iso_date_time("2026-09-24T08:30:00.000Z").expect("zulu");
