@@ -1,6 +1,8 @@
 //! API keys: who may call what, and what a client key can see.
 
-use notify_shared::auth::{self, Authenticator, Scope};
+use std::time::Duration;
+
+use notify_shared::auth::{self, Authenticator, Caller, Refusal, Scope};
 use notify_tests::{Reply, TestApp, TestDb, factory};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -258,21 +260,40 @@ async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowe
         panic!("started without keys although anonymous access was not allowed");
     };
     assert!(refused.to_string().contains("ALLOW_ANONYMOUS"), "{refused}");
-    assert!(
-        auth::authenticator_for(&db.pool, true)
-            .await
-            .expect("allowed")
-            .is_anonymous()
+    let open = auth::authenticator_for(&db.pool, true)
+        .await
+        .expect("allowed");
+    assert!(open.is_open());
+    assert_eq!(
+        open.authorize(None, Scope::Operator).await,
+        Ok(Caller::ANONYMOUS)
     );
-    auth::create_key(&db.pool.get().await.expect("db"), "first", Scope::Client)
+    let connection = db.pool.get().await.expect("db");
+    let (id, _) = auth::create_key(&connection, "first", Scope::Client)
         .await
         .expect("key");
     assert!(
         !auth::authenticator_for(&db.pool, true)
             .await
             .expect("keys")
-            .is_anonymous(),
-        "keys, once they exist, are always required"
+            .is_open(),
+        "keys, once they exist, are required from the start"
+    );
+
+    // The process that started open closes within a second of the first key.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        open.authorize(None, Scope::Operator).await,
+        Err(Refusal::Unauthenticated),
+        "a key created while the service runs is required within a second"
+    );
+    assert!(!open.is_open());
+    // Revoking every key does not open it again.
+    assert!(auth::revoke_key(&connection, id).await.expect("revoke"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        open.authorize(None, Scope::Operator).await,
+        Err(Refusal::Unauthenticated)
     );
 }
 

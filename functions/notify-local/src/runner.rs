@@ -75,9 +75,10 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     };
     // The local runner may run without keys, and says so loudly.
     let auth = notify_shared::auth::authenticator_for(&api_pool, true).await?;
-    if auth.is_anonymous() {
+    if auth.is_open() {
         let warning = "no API keys exist: EVERY ROUTE IS OPEN TO ANYONE who can reach this port \
-                       (create a key with `notify-local keys create --scope operator`)";
+                       until one is created (`notify-local keys create --scope operator`); \
+                       from then on every route but /health requires a key";
         eprintln!("notify-local: WARNING: {warning}");
         tracing::warn!("{warning}");
     }

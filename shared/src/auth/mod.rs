@@ -11,6 +11,7 @@ pub use keys::{
 };
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -111,9 +112,17 @@ impl Snapshot {
 /// [`SNAPSHOT_TTL`], or when an unknown key id arrives and it is older than
 /// [`UNKNOWN_KEY_REREAD`] (a key created a moment ago). Unauthenticated traffic, whatever
 /// keys it makes up, costs at most one read per second and never holds a connection.
+///
+/// Opened with [`Authenticator::open_until_a_key_exists`], it lets everyone in while the
+/// database holds no active key, looks again at most once a second, and requires keys from
+/// the first one it sees until the process ends: a key created while the service runs
+/// takes effect within a second, and revoking every key never opens the doors again.
 #[derive(Clone)]
 pub struct Authenticator {
     pool: Option<Pool>,
+    /// Serving everyone until a key shows up (`false`: keys from the start, or since one
+    /// was seen).
+    open: Arc<AtomicBool>,
     snapshot: Arc<RwLock<Snapshot>>,
     /// One reader at a time; the others wait for its snapshot.
     reading: Arc<tokio::sync::Mutex<()>>,
@@ -127,6 +136,7 @@ impl Authenticator {
     pub fn anonymous() -> Self {
         Authenticator {
             pool: None,
+            open: Arc::new(AtomicBool::new(true)),
             snapshot: Arc::default(),
             reading: Arc::default(),
             touched: Arc::default(),
@@ -136,14 +146,41 @@ impl Authenticator {
     pub fn with_keys(pool: Pool) -> Self {
         Authenticator {
             pool: Some(pool),
+            open: Arc::new(AtomicBool::new(false)),
             snapshot: Arc::default(),
             reading: Arc::default(),
             touched: Arc::default(),
         }
     }
 
-    pub fn is_anonymous(&self) -> bool {
-        self.pool.is_none()
+    /// Everyone is let in as an operator until the first active key exists; from then on,
+    /// keys are required.
+    pub fn open_until_a_key_exists(pool: Pool) -> Self {
+        Authenticator {
+            open: Arc::new(AtomicBool::new(true)),
+            ..Authenticator::with_keys(pool)
+        }
+    }
+
+    /// Whether a request without a key is let in now.
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// While open: still open unless the keys, read at most once a second, hold one now.
+    async fn still_open(&self, pool: &Pool) -> Result<bool, Refusal> {
+        if !self.is_open() {
+            return Ok(false);
+        }
+        let age = self.snapshot.read().map_or(Duration::MAX, |s| s.age());
+        if age >= UNKNOWN_KEY_REREAD {
+            self.reread(pool, UNKNOWN_KEY_REREAD).await?;
+        }
+        let keys_exist = self.snapshot.read().map_or(true, |s| !s.keys.is_empty());
+        if keys_exist && self.open.swap(false, Ordering::AcqRel) {
+            tracing::warn!("an API key exists now: every route but /health requires one");
+        }
+        Ok(!keys_exist)
     }
 
     /// Checks the `Authorization` header value.
@@ -155,6 +192,9 @@ impl Authenticator {
         let Some(pool) = &self.pool else {
             return Ok(Caller::ANONYMOUS);
         };
+        if self.still_open(pool).await? {
+            return Ok(Caller::ANONYMOUS);
+        }
         let (id, secret) = header
             .and_then(|h| {
                 h.strip_prefix("Bearer ")
@@ -276,8 +316,9 @@ pub const NO_KEYS: &str = "no API keys exist: create one with \
 `notify-local keys create --scope operator --name <name>` (DATABASE_URL pointing at this \
 database), or set ALLOW_ANONYMOUS=true to serve without authentication";
 
-/// Chooses the mode at start-up: keys when any active key exists; otherwise anonymous
-/// access if `allow_anonymous`, else an error naming both ways out.
+/// Chooses the mode at start-up: keys when any active key exists; otherwise, if
+/// `allow_anonymous`, open until the first key is created, else an error naming both ways
+/// out.
 pub async fn authenticator_for(
     pool: &Pool,
     allow_anonymous: bool,
@@ -287,7 +328,7 @@ pub async fn authenticator_for(
         return Ok(Authenticator::with_keys(pool.clone()));
     }
     anyhow::ensure!(allow_anonymous, NO_KEYS);
-    Ok(Authenticator::anonymous())
+    Ok(Authenticator::open_until_a_key_exists(pool.clone()))
 }
 
 /// Splits `nq_<32 hex id>_<secret>`; `None` for anything else.
