@@ -1,4 +1,4 @@
--- Forgets profile $2 of owner $1 (its preferences go with it) and every trace of its
+-- Forgets profile $2 of owner $1 and its preferences, and every trace of its
 -- addresses $3 (their suppression hashes are $4, per channel $5): the notifications sent
 -- through the profile, or to one of its addresses without one, keep no address, no
 -- payload and no error text (PENDING ones are cancelled); their attempts lose their error text (a provider
@@ -6,6 +6,8 @@
 -- reservations; suppressions keep only the hash. One statement: all of it or none.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
+), preferences AS (
+    DELETE FROM recipient_preferences WHERE owner = $1 AND recipient_id = $2
 ), theirs AS (
     SELECT id FROM notifications
     WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = $1

@@ -243,20 +243,19 @@ pub async fn merge_preferences(
     Ok(())
 }
 
-/// Opts the profile out of `category` (`*`: every bulk category) on `channel`; `false`
-/// when the profile does not exist.
+/// Opts the profile out of `category` (`*`: every bulk category) on `channel`, whether or
+/// not the profile exists now: it applies from the moment it does.
 pub async fn opt_out(
     db: &impl GenericClient,
     owner: Uuid,
     id: &str,
     category: &str,
     channel: Channel,
-) -> Result<bool, tokio_postgres::Error> {
+) -> Result<(), tokio_postgres::Error> {
     let statement = OPT_OUT.prepare(db).await?;
-    Ok(db
-        .query_opt(&statement, &[&owner, &id, &category, &channel])
-        .await?
-        .is_some())
+    db.execute(&statement, &[&owner, &id, &category, &channel])
+        .await?;
+    Ok(())
 }
 
 /// The keys holding a profile named `id`: none, one, or two (meaning several).

@@ -73,9 +73,9 @@ pub async fn one_click(
         ));
     }
     let db = state.pool.get().await?;
-    let stored = match &unsubscribe.subject {
+    match &unsubscribe.subject {
         Subject::Profile { owner, id } => {
-            profiles::opt_out(&db, *owner, id, &unsubscribe.category, unsubscribe.channel).await?
+            profiles::opt_out(&db, *owner, id, &unsubscribe.category, unsubscribe.channel).await?;
         }
         Subject::Address(address) => {
             suppressions::add(
@@ -86,11 +86,9 @@ pub async fn one_click(
                 ListReason::Unsubscribed,
             )
             .await?;
-            true
         }
-    };
-    // A profile erased since the email was sent has nothing left to opt out.
-    tracing::info!(channel = unsubscribe.channel.as_str(), category = %unsubscribe.category, stored, "one-click unsubscribe");
+    }
+    tracing::info!(channel = unsubscribe.channel.as_str(), category = %unsubscribe.category, "one-click unsubscribe");
     if wants_html(&headers) {
         return Ok(page(
             StatusCode::OK,

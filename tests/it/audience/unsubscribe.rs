@@ -158,6 +158,64 @@ async fn a_get_shows_a_page_and_changes_nothing_and_a_repeat_is_harmless() {
     assert_eq!(preferences(&app, "cy").await, json!({"categories": {}}));
 }
 
+/// The click may come before the client has created the profile, or after it was erased
+/// and before it is created again: the opt-out is kept and applies once the profile exists.
+#[tokio::test]
+async fn an_opt_out_clicked_before_the_profile_exists_applies_once_it_does() {
+    let app = TestApp::spawn().await;
+    let token = unsubscribe_token(
+        &app,
+        json!({"channel": "SMS", "category": "promo", "recipientId": "later"}),
+    )
+    .await;
+    let (status, body) = one_click(&app, &token).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    put_profile(&app, "later", json!({"phone": "+15550001111"})).await;
+    assert_eq!(
+        preferences(&app, "later").await["categories"]["promo"]["SMS"],
+        false
+    );
+    let bulk = |key: &str| {
+        notification(
+            key,
+            json!({"recipientId": "later"}),
+            "SMS",
+            "BULK",
+            "promo",
+            60,
+        )
+    };
+    let (status, created) = app
+        .send(
+            app.request(Method::POST, "/notifications")
+                .json(&bulk("first")),
+        )
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["status"], "SUPPRESSED");
+    assert_eq!(created["suppressedReason"], "CATEGORY_OPT_OUT");
+
+    // Erasure forgets the preferences with the profile; a click after it is kept again.
+    let erased = app
+        .send(app.request(Method::DELETE, "/recipients/later"))
+        .await;
+    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM recipient_preferences WHERE recipient_id = 'later'")
+            .await,
+        0
+    );
+    let (status, body) = one_click(&app, &token).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    put_profile(&app, "later", json!({"phone": "+15550001111"})).await;
+    assert_eq!(
+        preferences(&app, "later").await["categories"]["promo"]["SMS"],
+        false
+    );
+}
+
 #[tokio::test]
 async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
     let app = TestApp::spawn().await;
