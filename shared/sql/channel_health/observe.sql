@@ -3,7 +3,10 @@
 -- no pause; reason $9) and moves the circuit:
 --   CLOSED → OPEN when temporary failures are at least $4 of at least $5 calls in the
 --     last $6 seconds (counted since the circuit last changed);
---   HALF_OPEN (a probe was sent) → CLOSED when the probe did not fail, → OPEN when it did.
+--   HALF_OPEN (a probe was sent) → CLOSED when the provider answered it ($10 answers: a
+--     delivery or a rejection of the message itself), → OPEN when it failed; a probe that
+--     was throttled or refused for the account's configuration says neither, and the
+--     next probe may be claimed once the channel's pause is over.
 -- An OPEN circuit stays open $7 seconds. Every change to OPEN or CLOSED writes a webhook
 -- event (circuit.opened, circuit.closed). Returns the state before and after.
 WITH counted AS (
@@ -30,9 +33,11 @@ WITH counted AS (
           AND c.second >= date_trunc('second', h.circuit_since)
 ), decided AS (
     SELECT h.circuit AS before,
+           h.circuit = 'HALF_OPEN' AND $2::int8 > 0 AND $3::int8 = 0 AND $10::int8 = 0
+               AS probe_unanswered,
            CASE
                WHEN h.circuit = 'HALF_OPEN' AND $3::int8 > 0 THEN 'OPEN'
-               WHEN h.circuit = 'HALF_OPEN' AND $2::int8 > 0 THEN 'CLOSED'
+               WHEN h.circuit = 'HALF_OPEN' AND $10::int8 > 0 THEN 'CLOSED'
                WHEN h.circuit = 'CLOSED' AND w.calls >= $5::int8
                     AND w.temporary >= $4::float8 * w.calls
                    THEN 'OPEN'
@@ -49,6 +54,7 @@ WITH counted AS (
         circuit_until = CASE WHEN d.after = 'OPEN' AND d.after <> d.before
                                  THEN now() + $7::int8 * interval '1 second'
                              WHEN d.after = 'CLOSED' THEN NULL
+                             WHEN d.probe_unanswered THEN now()
                              ELSE h.circuit_until END,
         paused_until = CASE WHEN $8::timestamptz IS NOT NULL
                                  AND (h.paused_until IS NULL OR h.paused_until < $8)
@@ -58,7 +64,7 @@ WITH counted AS (
                             THEN $9 ELSE h.pause_reason END
     FROM decided d
     WHERE h.channel = $1 AND h.circuit = d.before
-      AND (d.after <> d.before
+      AND (d.after <> d.before OR d.probe_unanswered
            OR ($8::timestamptz IS NOT NULL AND (h.paused_until IS NULL OR h.paused_until < $8)))
     RETURNING d.before, d.after, d.calls, d.temporary
 ), events AS (

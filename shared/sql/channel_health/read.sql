@@ -1,7 +1,11 @@
 -- Every channel's pause and circuit, with the calls and temporary failures of the current
 -- window ($1 seconds, counted since the circuit last changed), for GET /providers and
--- metrics.
-SELECT h.channel, h.circuit, h.circuit_since, h.circuit_until,
+-- metrics. An open circuit whose time is up shows as HALF_OPEN: the next claim of the
+-- channel takes its probe (the row itself moves when the probe is claimed).
+SELECT h.channel,
+       CASE WHEN h.circuit = 'OPEN' AND h.circuit_until <= now() THEN 'HALF_OPEN'
+            ELSE h.circuit END AS circuit,
+       h.circuit_since, h.circuit_until,
        CASE WHEN h.paused_until > now() THEN h.paused_until END AS paused_until,
        CASE WHEN h.paused_until > now() THEN h.pause_reason END AS pause_reason,
        coalesce(sum(c.calls), 0)::int8 AS calls,

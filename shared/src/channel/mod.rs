@@ -49,6 +49,10 @@ pub async fn configure_rates(
 pub struct Observation {
     pub calls: i64,
     pub temporary: i64,
+    /// Calls the provider answered for the message itself (delivered, or rejected as
+    /// undeliverable): what closes a half-open circuit. A throttle or a refusal for the
+    /// account's configuration is neither this nor a temporary failure.
+    pub answered: i64,
     /// Pause the channel until then, and why (a 429, a misconfiguration).
     pub pause: Option<(DateTime<Utc>, String)>,
 }
@@ -97,6 +101,7 @@ pub async fn observe(
                 &seconds(circuit.open_for),
                 &pause_until,
                 &pause_reason,
+                &seen.answered,
             ],
         )
         .await?;

@@ -171,7 +171,12 @@ impl Sweeper {
                     tracing::error!(channel = claim.channel.as_str(), %reason, "provider misconfigured; channel paused");
                     Some((MISCONFIGURED_PAUSE, reason.as_str()))
                 }
-                _ => None,
+                ProviderOutcome::Delivered { .. }
+                | ProviderOutcome::Permanent(_)
+                | ProviderOutcome::InvalidRecipient(_) => {
+                    observation.answered += 1;
+                    None
+                }
             };
             if let Some((wait, reason)) = pause {
                 let until = Utc::now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use notify_local::aws_stub::{AwsStub, Reply, Rule, Service};
+use notify_shared::channel::{self, Circuit};
 use notify_shared::config::CircuitConfig;
 use notify_shared::notification::{Channel, Status};
 use notify_tests::worker::{sweep, sweep_until_idle};
@@ -353,4 +354,78 @@ async fn a_burst_of_5xx_opens_one_channels_circuit_and_a_probe_closes_it() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(events, ["circuit.opened", "circuit.closed"]);
+}
+
+/// A probe that is throttled says nothing about the provider's health: the circuit stays
+/// half-open (no `circuit.closed`), and the next probe, once the throttle's pause is over,
+/// decides.
+#[tokio::test]
+async fn a_throttled_probe_neither_closes_nor_reopens_the_circuit() {
+    let stub = AwsStub::start().await.expect("stub");
+    stub.push(Rule {
+        service: Some(Service::Ses),
+        recipient: None,
+        times: None,
+        reply: Reply::error(503, "ServiceUnavailable", "down"),
+    });
+    let db = TestDb::new().await;
+    for i in 0..4 {
+        factory::create(&db.pool, factory::Spec::to(&format!("e{i}@example.com"))).await;
+    }
+    let fast = CircuitConfig {
+        min_calls: 4,
+        open_for: Duration::from_secs(1),
+        ..circuit()
+    };
+    let providers = ses_only(&db.pool, &stub.url()).await;
+    let sweeper = sweeper(&db.pool, providers, fast);
+    sweep(&sweeper).await;
+    let circuit_is = |state: &'static str| {
+        let db = &db;
+        async move {
+            db.count(&format!(
+                "SELECT count(*) FROM channel_health WHERE channel = 'EMAIL' AND circuit = '{state}'"
+            ))
+            .await
+                == 1
+        }
+    };
+    assert!(circuit_is("OPEN").await);
+
+    stub.clear_rules();
+    stub.push(Rule {
+        service: Some(Service::Ses),
+        recipient: None,
+        times: Some(1),
+        reply: Reply::Error {
+            status: 429,
+            code: "TooManyRequestsException".into(),
+            message: "slow down".into(),
+            retry_after: Some(1),
+        },
+    });
+    factory::create(&db.pool, factory::Spec::to("probe@example.com")).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Its open time is up: the state shown is half-open before any probe is claimed.
+    let shown = channel::read(&db.pool.get().await.expect("db"), &fast)
+        .await
+        .expect("states");
+    let email = shown
+        .iter()
+        .find(|state| state.channel == Channel::Email)
+        .expect("email");
+    assert_eq!(email.circuit, Circuit::HalfOpen);
+    let probe = sweep(&sweeper).await;
+    assert_eq!((probe.claimed, probe.refunded), (1, 1), "{probe:?}");
+    assert!(circuit_is("HALF_OPEN").await, "a throttle closes nothing");
+
+    // After the throttle's pause, the next probe is answered and closes the circuit.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let probe = sweep(&sweeper).await;
+    assert_eq!((probe.claimed, probe.sent), (1, 1), "{probe:?}");
+    assert!(circuit_is("CLOSED").await);
+    let closed = db
+        .count("SELECT count(*) FROM webhook_events WHERE type = 'circuit.closed'")
+        .await;
+    assert_eq!(closed, 1);
 }
