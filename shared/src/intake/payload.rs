@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::notification::Channel;
 use crate::problems::Problems;
+use crate::provider::ses::{HEADER_LINE_MAX, is_header_name, is_header_value};
 
 const SUBJECT_MAX: usize = 998;
 const SMS_TEXT_MAX: usize = 1600;
@@ -45,6 +46,31 @@ pub fn check(
                     "payload.replyTo",
                     "payload.replyTo must be an email address",
                 );
+            }
+            match payload.get("headers") {
+                None => {}
+                Some(Value::Object(headers)) => {
+                    for (name, value) in headers {
+                        if !is_header_name(name) {
+                            problems.add(
+                                &format!("payload.headers.{name}"),
+                                "a header name must be printable ASCII without spaces or colons",
+                            );
+                        } else if !value.as_str().is_some_and(|v| is_header_value(name, v)) {
+                            problems.add(
+                                &format!("payload.headers.{name}"),
+                                format!(
+                                    "a header value must be a string without line breaks, at most \
+                                     {HEADER_LINE_MAX} characters with its name"
+                                ),
+                            );
+                        }
+                    }
+                }
+                Some(_) => problems.add(
+                    "payload.headers",
+                    "payload.headers must be an object of string values",
+                ),
             }
         }
         Channel::Sms => {
@@ -162,6 +188,31 @@ mod tests {
             .into_iter()
             .map(|e| e.field)
             .collect()
+    }
+
+    #[test]
+    fn email_headers_cannot_carry_a_line_break_or_a_malformed_name() {
+        let with = |headers: Value| {
+            problems_of(
+                Channel::Email,
+                "a@example.com",
+                json!({"subject": "s", "text": "t", "headers": headers}),
+            )
+        };
+        assert!(with(json!({"X-Campaign": "spring", "Reply-By": "Friday"})).is_empty());
+        assert_eq!(
+            with(json!({"X-Note": "a\r\nBcc: evil@example.com"})),
+            ["payload.headers.X-Note"]
+        );
+        assert_eq!(
+            with(json!({"Bad Name": "x", "X-Ok": "fine", "X-Num": 5})),
+            ["payload.headers.Bad Name", "payload.headers.X-Num"]
+        );
+        assert_eq!(
+            with(json!({"X-Long": "v".repeat(991)})),
+            ["payload.headers.X-Long"]
+        );
+        assert_eq!(with(json!("x")), ["payload.headers"]);
     }
 
     #[test]
