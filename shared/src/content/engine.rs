@@ -26,6 +26,28 @@ impl std::fmt::Display for RenderError {
     }
 }
 
+/// Every field of a body that did not render, in field order (never empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderErrors(pub Vec<RenderError>);
+
+impl std::fmt::Display for RenderErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<RenderError> for RenderErrors {
+    fn from(error: RenderError) -> Self {
+        RenderErrors(vec![error])
+    }
+}
+
 /// The fields a body of `channel` may have (those of its payload, `delivery.md`).
 pub fn fields(channel: Channel) -> &'static [&'static str] {
     match channel {
@@ -95,28 +117,39 @@ pub struct Compiled {
     environment: Environment<'static>,
 }
 
-/// Parses every field of `locales` (locale → body); the first that does not parse is named.
-pub fn compile(locales: &Map<String, Value>) -> Result<Compiled, RenderError> {
+/// Parses every field of `locales` (locale → body); every field that does not parse is
+/// named.
+pub fn compile(locales: &Map<String, Value>) -> Result<Compiled, RenderErrors> {
+    let (compiled, errors) = compile_each(locales);
+    if errors.is_empty() {
+        Ok(compiled)
+    } else {
+        Err(RenderErrors(errors))
+    }
+}
+
+/// Parses every field it can; the ones that do not parse are left out and named.
+fn compile_each(locales: &Map<String, Value>) -> (Compiled, Vec<RenderError>) {
     let mut environment = environment();
+    let mut errors = Vec::new();
     for (locale, body) in locales {
         let Some(body) = body.as_object() else {
             continue;
         };
         for (field, source) in body {
             let path = format!("locales.{locale}.{field}");
-            match source {
-                Value::String(text) => add(&mut environment, path, text)?,
-                Value::Object(members) => {
-                    for (key, text) in members {
-                        let text = text.as_str().unwrap_or_default();
-                        add(&mut environment, format!("{path}.{key}"), text)?;
-                    }
-                }
-                _ => {}
-            }
+            let parsed = match source {
+                Value::String(text) => add(&mut environment, path, text),
+                Value::Object(members) => members.iter().try_for_each(|(key, text)| {
+                    let text = text.as_str().unwrap_or_default();
+                    add(&mut environment, format!("{path}.{key}"), text)
+                }),
+                _ => Ok(()),
+            };
+            errors.extend(parsed.err());
         }
     }
-    Ok(Compiled { environment })
+    (Compiled { environment }, errors)
 }
 
 fn add(
@@ -134,32 +167,42 @@ fn add(
 
 impl Compiled {
     /// Renders every field of `locale` (whose body is `body`) with `data`, a JSON object:
-    /// the payload a provider is handed. The first field that fails is named.
+    /// the payload a provider is handed. Every field that fails is named.
     pub fn render(
         &self,
         locale: &str,
         body: &Map<String, Value>,
         data: &Value,
-    ) -> Result<Map<String, Value>, RenderError> {
+    ) -> Result<Map<String, Value>, RenderErrors> {
         let context = minijinja::Value::from_serialize(data);
         let mut rendered = Map::with_capacity(body.len());
+        let mut errors = Vec::new();
         for (field, source) in body {
             let path = format!("locales.{locale}.{field}");
             let value = match source {
-                Value::String(_) => Value::String(self.one(&path, &context)?),
-                Value::Object(members) => {
-                    let mut out = Map::with_capacity(members.len());
-                    for key in members.keys() {
+                Value::String(_) => self.one(&path, &context).map(Value::String),
+                Value::Object(members) => members
+                    .keys()
+                    .map(|key| {
                         let text = self.one(&format!("{path}.{key}"), &context)?;
-                        out.insert(key.clone(), Value::String(text));
-                    }
-                    Value::Object(out)
-                }
-                other => other.clone(),
+                        Ok((key.clone(), Value::String(text)))
+                    })
+                    .collect::<Result<Map<_, _>, RenderError>>()
+                    .map(Value::Object),
+                other => Ok(other.clone()),
             };
-            rendered.insert(field.clone(), value);
+            match value {
+                Ok(value) => {
+                    rendered.insert(field.clone(), value);
+                }
+                Err(error) => errors.push(error),
+            }
         }
-        Ok(rendered)
+        if errors.is_empty() {
+            Ok(rendered)
+        } else {
+            Err(RenderErrors(errors))
+        }
     }
 
     fn one(&self, path: &str, context: &minijinja::Value) -> Result<String, RenderError> {
@@ -174,15 +217,34 @@ impl Compiled {
 }
 
 /// Renders every field of one locale's `body` with `data` (a JSON object), parsing it
-/// first: what publish and preview check.
+/// first: what publish checks. Every field that does not parse, and every other field
+/// that does not render, is named.
 pub fn render(
     locale: &str,
     body: &Map<String, Value>,
     data: &Value,
-) -> Result<Map<String, Value>, RenderError> {
+) -> Result<Map<String, Value>, RenderErrors> {
     let mut one = Map::new();
     one.insert(locale.to_string(), Value::Object(body.clone()));
-    compile(&one)?.render(locale, body, data)
+    let (compiled, mut errors) = compile_each(&one);
+    let parsed: Map<String, Value> = body
+        .iter()
+        .filter(|(field, _)| {
+            let path = format!("locales.{locale}.{field}");
+            !errors
+                .iter()
+                .any(|error| error.field == path || error.field.starts_with(&format!("{path}.")))
+        })
+        .map(|(field, source)| (field.clone(), source.clone()))
+        .collect();
+    match compiled.render(locale, &parsed, data) {
+        Ok(rendered) if errors.is_empty() => Ok(rendered),
+        Ok(_) => Err(RenderErrors(errors)),
+        Err(RenderErrors(more)) => {
+            errors.extend(more);
+            Err(RenderErrors(errors))
+        }
+    }
 }
 
 fn environment() -> Environment<'static> {
@@ -245,15 +307,40 @@ mod tests {
             &json!({"user": {}}),
         )
         .expect_err("strict");
-        assert_eq!(error.field, "locales.pt-BR.html");
-        assert!(error.message.contains("undefined"), "{}", error.message);
+        assert_eq!(fields_of(&error), ["locales.pt-BR.html"]);
+        assert!(error.0[0].message.contains("undefined"), "{error}");
         let error =
             render("en", &body(json!({"text": "{{ missing }}"})), &json!({})).expect_err("strict");
-        assert_eq!(error.field, "locales.en.text");
+        assert_eq!(fields_of(&error), ["locales.en.text"]);
         // A syntax error is caught the same way.
         let error =
             render("en", &body(json!({"text": "{% if %}"})), &json!({})).expect_err("syntax");
-        assert_eq!(error.field, "locales.en.text");
+        assert_eq!(fields_of(&error), ["locales.en.text"]);
+    }
+
+    fn fields_of(errors: &RenderErrors) -> Vec<&str> {
+        errors.0.iter().map(|error| error.field.as_str()).collect()
+    }
+
+    #[test]
+    fn every_failing_field_is_named_at_once_syntax_and_undefined_alike() {
+        let error = render(
+            "en",
+            &body(json!({
+                "subject": "{{ nam }}",
+                "text": "{% if %}",
+                "html": "{{ name | nonexistentfilter }}",
+            })),
+            &json!({"name": "Ada"}),
+        )
+        .expect_err("three fields fail");
+        let mut fields = fields_of(&error);
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            ["locales.en.html", "locales.en.subject", "locales.en.text"]
+        );
+        assert_eq!(error.to_string().matches("; ").count(), 2, "{error}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value, json};
 
-use super::engine::{self, Compiled, RenderError};
+use super::engine::{self, Compiled, RenderError, RenderErrors};
 use super::locale;
 use crate::notification::{Channel, format_time};
 use crate::sql::{Statement, statement};
@@ -37,7 +37,7 @@ pub struct Version {
     pub sms: Option<Value>,
     pub created_at: DateTime<Utc>,
     /// Its templates, parsed on first use (a version never changes).
-    compiled: Arc<OnceLock<Result<Compiled, RenderError>>>,
+    compiled: Arc<OnceLock<Result<Compiled, RenderErrors>>>,
 }
 
 /// Versions are equal when their stored fields are (the parsed templates follow).
@@ -93,7 +93,7 @@ impl Version {
     }
 
     /// The rendered fields of `locale` (one of this version's) with `data`.
-    pub fn render(&self, locale: &str, data: &Value) -> Result<Map<String, Value>, RenderError> {
+    pub fn render(&self, locale: &str, data: &Value) -> Result<Map<String, Value>, RenderErrors> {
         let body = self
             .locales
             .get(locale)

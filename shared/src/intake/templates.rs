@@ -142,11 +142,20 @@ pub async fn preview(
     let db = state.pool.get().await?;
     let found = templates::find(&db, &template_id, version)
         .await?
-        .ok_or_else(|| not_found(&template_id))?;
+        .ok_or_else(|| match version {
+            Some(version) => {
+                ApiError::not_found(format!("Template {template_id} has no version {version}"))
+            }
+            None => not_found(&template_id),
+        })?;
     let resolved = found.resolve_locale(wanted);
-    let rendered = found
-        .render(resolved, &data)
-        .map_err(|error| ApiError::field(&error.field, error.message))?;
+    let rendered = found.render(resolved, &data).map_err(|errors| {
+        let mut problems = Problems::new();
+        for error in errors.0 {
+            problems.add(&error.field, error.message);
+        }
+        ApiError::from(problems)
+    })?;
     let mut answer = json!({"locale": resolved, "version": found.version, "rendered": rendered});
     if found.channel == Channel::Sms
         && let Some(Value::String(text)) = rendered.get("text")
@@ -255,7 +264,11 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
                 costs.insert(tag.clone(), json!(cost));
             }
             Ok(_) => {}
-            Err(error) => problems.add(&error.field, error.message),
+            Err(errors) => {
+                for error in errors.0 {
+                    problems.add(&error.field, error.message);
+                }
+            }
         }
     }
     problems.or(())?;

@@ -70,6 +70,17 @@ async fn every_locale_must_render_with_the_sample_data() {
     let reply = call(&app, Method::GET, "/templates/t", None).await;
     assert_eq!(reply.status, 404);
 
+    // Every failing field of one locale is named, a syntax error beside undefined names.
+    let mut version = welcome("Hi");
+    version["locales"]["en"] = json!({
+        "subject": "{{ nam }}", "text": "{% if %}", "html": "{{ nim }}",
+    });
+    let reply = call(&app, Method::POST, "/templates/t/versions", Some(&version)).await;
+    assert_eq!(
+        detail_fields(&reply.body),
+        ["locales.en.text", "locales.en.html", "locales.en.subject"]
+    );
+
     let bad = json!({"channel": "PUSH", "defaultLocale": "de", "locales": {"en": {"text": "x"}, "en_US": {}}, "sampleData": [], "extra": 1});
     let reply = call(&app, Method::POST, "/templates/t/versions", Some(&bad)).await;
     assert_eq!(
@@ -165,7 +176,7 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
         reply.body["rendered"]["html"],
         "<p>Welcome, &lt;script&gt;x&lt;&#x2f;script&gt;</p>"
     );
-    // Strict: a variable missing from the data names its field.
+    // Strict: a variable missing from the data names every field that uses it.
     let reply = call(
         &app,
         Method::POST,
@@ -174,7 +185,10 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
     )
     .await;
     assert_eq!(reply.status, 400);
-    assert_eq!(detail_fields(&reply.body), ["locales.en.html"]);
+    assert_eq!(
+        detail_fields(&reply.body),
+        ["locales.en.html", "locales.en.subject", "locales.en.text"]
+    );
     let count: i64 = app.db.count("SELECT count(*) FROM notifications").await;
     assert_eq!(count, 0);
 }
