@@ -1,5 +1,6 @@
 //! Recipient profiles and their preferences over HTTP: `PUT/GET/DELETE /recipients/{id}`
-//! and `GET/PATCH /recipients/{id}/preferences`. Each API key has its own recipients.
+//! and `GET/PATCH /recipients/{id}/preferences`. Each API key has its own recipients; an
+//! operator reaches any key's (see [`profile_owner`]).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +18,7 @@ pub use super::recipient_body::{parse_preferences, parse_profile};
 use super::validation::is_recipient_id;
 use crate::audience::erasure;
 use crate::audience::profiles::{self, Preference};
-use crate::auth::Caller;
+use crate::auth::{Caller, Scope};
 use crate::notification::Channel;
 
 /// `PUT /recipients/{recipientId}`: creates or replaces the profile; 200 with it.
@@ -32,7 +33,8 @@ pub async fn put(
     let body = read_json(&headers, body, BODY_LIMIT).await?;
     let input = parse_profile(body.as_ref()).map_err(|p| ApiError::validation(p.into_errors()))?;
     let db = state.pool.get().await?;
-    let stored = profiles::upsert(&db, profiles::owner(caller.key_id), &id, &input).await?;
+    let owner = profile_owner(&db, &caller, &id).await?;
+    let stored = profiles::upsert(&db, owner, &id, &input).await?;
     Ok(Json(stored).into_response())
 }
 
@@ -44,7 +46,8 @@ pub async fn get_one(
 ) -> Result<Response, ApiError> {
     let id = recipient_id(&id)?;
     let db = state.pool.get().await?;
-    match profiles::find(&db, profiles::owner(caller.key_id), &id).await? {
+    let owner = profile_owner(&db, &caller, &id).await?;
+    match profiles::find(&db, owner, &id).await? {
         Some(profile) => Ok(Json(profile).into_response()),
         None => Err(not_found(&id)),
     }
@@ -59,7 +62,7 @@ pub async fn erase(
 ) -> Result<Response, ApiError> {
     let id = recipient_id(&id)?;
     let mut db = state.pool.get().await?;
-    let owner = profiles::owner(caller.key_id);
+    let owner = profile_owner(&db, &caller, &id).await?;
     match erasure::erase(&mut db, &state.audience.secret, owner, &id).await? {
         Some(erased) => {
             tracing::info!(
@@ -81,7 +84,7 @@ pub async fn get_preferences(
 ) -> Result<Response, ApiError> {
     let id = recipient_id(&id)?;
     let db = state.pool.get().await?;
-    let owner = profiles::owner(caller.key_id);
+    let owner = profile_owner(&db, &caller, &id).await?;
     if profiles::find(&db, owner, &id).await?.is_none() {
         return Err(not_found(&id));
     }
@@ -103,13 +106,35 @@ pub async fn patch_preferences(
     let changes =
         parse_preferences(body.as_ref()).map_err(|p| ApiError::validation(p.into_errors()))?;
     let db = state.pool.get().await?;
-    let owner = profiles::owner(caller.key_id);
+    let owner = profile_owner(&db, &caller, &id).await?;
     if profiles::find(&db, owner, &id).await?.is_none() {
         return Err(not_found(&id));
     }
     profiles::merge_preferences(&db, owner, &id, &changes).await?;
     let preferences = profiles::preferences(&db, owner, &id).await?;
     Ok(Json(preferences_body(&preferences)).into_response())
+}
+
+/// Whose profile `id` the caller means. A client key: its own. An operator (who sees
+/// every key's recipients): its own if it has one, else the one key's that holds it; 409
+/// when several keys hold that id and the operator has none of its own, since ids are
+/// chosen by each client and may name different people.
+async fn profile_owner(
+    db: &impl deadpool_postgres::GenericClient,
+    caller: &Caller,
+    id: &str,
+) -> Result<uuid::Uuid, ApiError> {
+    let own = profiles::owner(caller.key_id);
+    if caller.scope == Scope::Client || profiles::find(db, own, id).await?.is_some() {
+        return Ok(own);
+    }
+    match profiles::owners(db, id).await?.as_slice() {
+        [] => Ok(own),
+        [one] => Ok(*one),
+        _ => Err(ApiError::conflict(format!(
+            "Several API keys have a recipient {id}; use the key that created it"
+        ))),
+    }
 }
 
 fn recipient_id(text: &str) -> Result<String, ApiError> {

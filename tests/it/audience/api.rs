@@ -167,6 +167,54 @@ async fn each_client_key_sees_only_its_own_recipients() {
     }
 }
 
+/// Operators see every key's recipients: a profile only one client holds is read,
+/// changed and erased through an operator key; an id several clients use is a 409.
+#[tokio::test]
+async fn an_operator_reaches_a_clients_recipient_and_is_told_when_the_id_is_ambiguous() {
+    let app = TestApp::spawn_with_keys().await;
+    let a = key(&app, "client-a", Scope::Client).await;
+    let b = key(&app, "client-b", Scope::Client).await;
+    let operator = key(&app, "ops", Scope::Operator).await;
+    put(&app, "only-a", Some(&a), json!({"email": "a@example.com"})).await;
+    let (status, body) = get(&app, "/recipients/only-a", Some(&operator)).await;
+    assert_eq!(
+        (status, &body["email"]),
+        (StatusCode::OK, &json!("a@example.com"))
+    );
+    let (status, body) = call(
+        &app,
+        Method::PATCH,
+        "/recipients/only-a/preferences",
+        Some(&operator),
+        Some(&json!({"categories": {"news": {"EMAIL": false}}})),
+    )
+    .await
+    .pair();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, seen_by_a) = get(&app, "/recipients/only-a/preferences", Some(&a)).await;
+    assert_eq!(seen_by_a["categories"]["news"]["EMAIL"], false);
+
+    for (key, email) in [(&a, "a2@example.com"), (&b, "b2@example.com")] {
+        put(&app, "shared-id", Some(key), json!({"email": email})).await;
+    }
+    let (status, body) = get(&app, "/recipients/shared-id", Some(&operator)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    let erased = call(
+        &app,
+        Method::DELETE,
+        "/recipients/only-a",
+        Some(&operator),
+        None,
+    )
+    .await;
+    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        get(&app, "/recipients/only-a", Some(&a)).await.0,
+        StatusCode::NOT_FOUND
+    );
+}
+
 #[tokio::test]
 async fn preferences_merge_per_category_and_channel() {
     let app = TestApp::spawn().await;
