@@ -74,20 +74,34 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("link-local")
     } else if first & 0xfe00 == 0xfc00 {
         Some("private")
-    } else if let Some(v4) = embedded_v4(ip) {
-        // ::a.b.c.d (IPv4-compatible) and 64:ff9b::a.b.c.d (NAT64) reach the IPv4 address.
-        refusal_v4(v4).map(|_| "embedded IPv4")
+    } else if embedded_v4(ip).is_some_and(|v4| refusal_v4(v4).is_some()) {
+        // ::a.b.c.d (IPv4-compatible), 64:ff9b::a.b.c.d and 64:ff9b:1::/48 (NAT64),
+        // 2002:aabb:ccdd::/48 (6to4) and Teredo's client reach the IPv4 address.
+        Some("embedded IPv4")
     } else {
         None
     }
 }
 
+/// The IPv4 address an IPv6 address is a way of reaching, when it is one.
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
-    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let v4 = |high: u16, low: u16| {
+        Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8)
+    };
     let compatible = s[..6].iter().all(|&x| x == 0);
     let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0);
-    (compatible || nat64).then_some(tail)
+    let local_nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1;
+    if compatible || nat64 || local_nat64 {
+        Some(v4(s[6], s[7]))
+    } else if s[0] == 0x2002 {
+        Some(v4(s[1], s[2]))
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        // Teredo: the client's address, inverted, in the last 32 bits.
+        Some(v4(!s[6], !s[7]))
+    } else {
+        None
+    }
 }
 
 /// Checks everything about `url` that needs no DNS: a parseable `http(s)` URL with a host
@@ -235,6 +249,10 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::7f00:1",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
         ] {
             let ip: IpAddr = refused.parse().expect("address");
             assert!(refusal(ip).is_some(), "{refused} must be refused");
@@ -244,6 +262,7 @@ mod tests {
             "8.8.8.8",
             "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "2002:808:808::1",
         ] {
             let ip: IpAddr = allowed.parse().expect("address");
             assert_eq!(refusal(ip), None, "{allowed} must be allowed");
