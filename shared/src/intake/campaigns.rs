@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::fingerprint;
 use super::handlers::parse_id;
 use super::times::parse_iso;
-use super::validation::{IDEMPOTENCY_KEY_MAX, is_recipient_id, template_use};
+use super::validation::{IDEMPOTENCY_KEY_MAX, SEND_AT_HORIZON_DAYS, is_recipient_id, template_use};
 use crate::audience::profiles;
 use crate::auth::Caller;
 use crate::content::campaigns::{self, Campaign, NewCampaign, RECIPIENT_IDS_MAX, Submitted};
@@ -254,6 +254,14 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
     let send_at = match object.get("sendAt") {
         None => Some(None),
         Some(Value::String(text)) => match parse_iso("sendAt", text) {
+            // The horizon of a single notification holds for a campaign's too.
+            Ok(at) if at - Utc::now() > chrono::TimeDelta::days(SEND_AT_HORIZON_DAYS) => {
+                problems.add(
+                    "sendAt",
+                    format!("sendAt must be within {SEND_AT_HORIZON_DAYS} days from now"),
+                );
+                None
+            }
             Ok(at) => Some(Some(at)),
             Err(message) => {
                 problems.add("sendAt", message);

@@ -358,6 +358,13 @@ async fn a_campaign_submitted_twice_at_once_is_one_campaign() {
         (status, detail_fields(&error)),
         (400, vec!["audience".to_string()])
     );
+    let mut too_late = campaign("far", json!({"allRecipients": true}));
+    too_late["sendAt"] = json!("2099-01-01T00:00:00Z");
+    let (status, error) = submit(&app, &too_late).await;
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (400, vec!["sendAt".to_string()])
+    );
     let mut unknown = campaign("z", json!({"allRecipients": true}));
     unknown["template"]["version"] = json!(7);
     let (status, error) = submit(&app, &unknown).await;
