@@ -1,16 +1,32 @@
 -- The outbox for the digest: the oldest due event's due time (one probe of
--- webhook_events_due), the events given up in the last $1 seconds and their three most
--- frequent errors (webhook_events_given_up_recent).
+-- webhook_events_due), the events given up in the last $1 seconds
+-- (webhook_events_given_up_recent), and per destination (an endpoint, or NULL for the
+-- default WEBHOOK_URL; the ten with most first) how many, since when they were created
+-- (what a replay's `since` takes), the endpoint's URL and the three most frequent errors.
 WITH given_up AS (
-    SELECT coalesce(left(e.last_error, 200), '') AS error
+    SELECT e.endpoint_id, e.created_at, coalesce(left(e.last_error, 200), '') AS error
     FROM webhook_events e
     WHERE e.dispatch_state = 'GIVEN_UP'
       AND e.given_up_at > now() - $1::int8 * interval '1 second'
-), errors AS (
-    SELECT error, count(*) AS count FROM given_up GROUP BY error ORDER BY count DESC, error LIMIT 3
+), per_error AS (
+    SELECT endpoint_id, error, count(*) AS count,
+           row_number() OVER (PARTITION BY endpoint_id ORDER BY count(*) DESC, error) AS rank
+    FROM given_up GROUP BY endpoint_id, error
+), per_destination AS (
+    SELECT endpoint_id, count(*) AS count, min(created_at) AS since
+    FROM given_up GROUP BY endpoint_id
+    ORDER BY count(*) DESC, endpoint_id NULLS FIRST LIMIT 10
 )
 SELECT (SELECT min(e.next_dispatch_at) FROM webhook_events e
         WHERE e.dispatch_state IN ('PENDING', 'DISPATCHING') AND e.next_dispatch_at <= now()) AS oldest_due,
        (SELECT count(*) FROM given_up)::int8 AS given_up,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('error', error, 'count', count)
-                                  ORDER BY count DESC, error), '[]'::jsonb) FROM errors) AS top_errors
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'endpointId', d.endpoint_id, 'url', w.url, 'count', d.count, 'since', d.since,
+                   'topErrors', (SELECT coalesce(jsonb_agg(jsonb_build_object('error', r.error,
+                                                                              'count', r.count)
+                                                           ORDER BY r.rank), '[]'::jsonb)
+                                 FROM per_error r
+                                 WHERE r.endpoint_id IS NOT DISTINCT FROM d.endpoint_id
+                                   AND r.rank <= 3))
+                   ORDER BY d.count DESC, d.endpoint_id NULLS FIRST), '[]'::jsonb)
+        FROM per_destination d LEFT JOIN webhook_endpoints w ON w.id = d.endpoint_id) AS by_destination

@@ -204,28 +204,58 @@ pub(super) fn outbox_findings(
             });
         }
     }
-    if health.given_up > 0 {
-        findings.push(Finding {
-            severity: Severity::Warning,
-            code: "WEBHOOK_GIVEN_UP",
-            title: format!(
-                "{} webhook event{} given up in the last 24 h",
-                health.given_up,
-                if health.given_up == 1 { "" } else { "s" }
-            ),
-            evidence: json!({
-                "lastDay": health.given_up,
-                "givenUpTotal": counts.given_up,
-                "topErrors": health.top_errors,
-            }),
-            action: "Fix the receiver at WEBHOOK_URL (see the errors); given-up events are \
-                     not sent again by themselves"
-                .to_string(),
-            request: None,
-            weight: health.given_up as f64,
-        });
+    let destinations = health
+        .given_up_by_destination
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for destination in destinations {
+        findings.push(given_up_finding(destination, counts.given_up));
     }
     findings
+}
+
+/// One destination's given-up events: fix the receiver, then replay them (the request).
+fn given_up_finding(destination: &serde_json::Value, given_up_total: i64) -> Finding {
+    let count = destination["count"].as_i64().unwrap_or(0);
+    let endpoint = destination["endpointId"].as_str();
+    let plural = if count == 1 { "" } else { "s" };
+    let (title, action, mut body) = match endpoint {
+        Some(id) => (
+            format!("{count} webhook event{plural} to endpoint {id} given up in the last 24 h"),
+            format!(
+                "Fix the receiver at {} (see the errors), then replay: given-up events are \
+                 not sent again by themselves",
+                destination["url"].as_str().unwrap_or("the endpoint's URL")
+            ),
+            json!({"endpointId": id}),
+        ),
+        None => (
+            format!("{count} webhook event{plural} to WEBHOOK_URL given up in the last 24 h"),
+            "Fix the receiver at WEBHOOK_URL (see the errors), then replay: given-up events \
+             are not sent again by themselves (this replay takes every destination's \
+             given-up events since then)"
+                .to_string(),
+            json!({}),
+        ),
+    };
+    body["since"] = destination["since"].clone();
+    body["limit"] = json!(1000);
+    Finding {
+        severity: Severity::Warning,
+        code: "WEBHOOK_GIVEN_UP",
+        title,
+        evidence: json!({
+            "endpointId": endpoint,
+            "lastDay": count,
+            "givenUpTotal": given_up_total,
+            "since": destination["since"],
+            "topErrors": destination["topErrors"],
+        }),
+        action,
+        request: Some(json!({"method": "POST", "path": "/webhook-events/retry", "body": body})),
+        weight: count as f64,
+    }
 }
 
 pub(super) fn spike_finding(hourly: &suppressions::HourlySuppressions) -> Option<Finding> {

@@ -318,12 +318,13 @@ pub async fn purge(
 }
 
 /// The outbox for the digest: the oldest due event's due time, and the events given up in
-/// a recent window with their most frequent errors (`[{error, count}]`).
+/// a recent window, in all and per destination (`[{endpointId, url, count, since,
+/// topErrors: [{error, count}]}]`, `endpointId` null for the default `WEBHOOK_URL`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxHealth {
     pub oldest_due: Option<DateTime<Utc>>,
     pub given_up: i64,
-    pub top_errors: serde_json::Value,
+    pub given_up_by_destination: serde_json::Value,
 }
 
 pub async fn health(
@@ -337,6 +338,6 @@ pub async fn health(
     Ok(OutboxHealth {
         oldest_due: row.try_get("oldest_due")?,
         given_up: row.try_get("given_up")?,
-        top_errors: row.try_get("top_errors")?,
+        given_up_by_destination: row.try_get("by_destination")?,
     })
 }

@@ -232,10 +232,22 @@ async fn a_late_outbox_and_given_up_events_are_findings() {
         order(&findings),
         [("warning".into(), "WEBHOOK_GIVEN_UP".into())]
     );
+    let evidence = &findings[0]["evidence"];
     assert_eq!(
-        findings[0]["evidence"],
-        json!({"lastDay": 1, "givenUpTotal": 1, "topErrors": [{"error": "HTTP 500", "count": 1}]})
+        (
+            &evidence["endpointId"],
+            &evidence["lastDay"],
+            &evidence["givenUpTotal"]
+        ),
+        (&Value::Null, &json!(1), &json!(1))
     );
+    assert_eq!(
+        evidence["topErrors"],
+        json!([{"error": "HTTP 500", "count": 1}])
+    );
+    assert!(evidence["since"].is_string(), "{evidence}");
+    assert_eq!(findings[0]["request"]["path"], "/webhook-events/retry");
+    assert!(findings[0]["request"]["body"].get("endpointId").is_none());
 
     app.db
         .execute(
@@ -266,6 +278,75 @@ async fn a_late_outbox_and_given_up_events_are_findings() {
     assert_eq!(
         order(&findings),
         [("warning".into(), "WEBHOOK_BACKLOG".into())]
+    );
+}
+
+/// Given-up events are a finding per destination, each with the replay that sends them
+/// again; carrying out the request replays that endpoint's events and no other's.
+#[tokio::test]
+async fn given_up_events_are_a_finding_per_endpoint_whose_request_replays_them() {
+    let app = TestApp::spawn().await;
+    let pool = &app.db.pool;
+    let endpoint = Uuid::new_v4();
+    app.db
+        .execute(
+            "INSERT INTO webhook_endpoints (id, owner_key_id, operator, url, secret)
+             VALUES ($1, '00000000-0000-0000-0000-000000000000', true,
+                     'https://hooks.example.com/in', 'whsec_c2VjcmV0')",
+            &[&endpoint],
+        )
+        .await;
+    let sent = factory::create_many(pool, 3, |_| factory::Spec::default()).await;
+    let now = chrono::Utc::now();
+    for (i, notification) in sent.iter().enumerate() {
+        let event = factory::insert_event(pool, notification.id, "SENT", 1, now).await;
+        let routed: Option<Uuid> = (i < 2).then_some(endpoint);
+        app.db
+            .execute(
+                "UPDATE webhook_events SET dispatch_state = 'GIVEN_UP', given_up_at = now(),
+                        dispatch_attempts = 10, last_error = 'HTTP 503', endpoint_id = $2
+                 WHERE id = $1",
+                &[&event, &routed],
+            )
+            .await;
+    }
+    let findings = digest(&app).await;
+    assert_eq!(
+        order(&findings),
+        [
+            ("warning".into(), "WEBHOOK_GIVEN_UP".into()),
+            ("warning".into(), "WEBHOOK_GIVEN_UP".into()),
+        ]
+    );
+    let to_endpoint = &findings[0];
+    assert_eq!(to_endpoint["evidence"]["endpointId"], json!(endpoint));
+    assert_eq!(to_endpoint["evidence"]["lastDay"], 2);
+    assert!(
+        to_endpoint["action"]
+            .as_str()
+            .is_some_and(|a| a.contains("https://hooks.example.com/in")),
+        "{to_endpoint}"
+    );
+    assert_eq!(findings[1]["evidence"]["endpointId"], Value::Null);
+
+    let request = &to_endpoint["request"];
+    assert_eq!(request["method"], "POST");
+    let path = request["path"].as_str().expect("path");
+    let reply = app
+        .send(app.request(Method::POST, path).json(&request["body"]))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'GIVEN_UP' AND endpoint_id IS NULL")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'PENDING' AND endpoint_id IS NOT NULL")
+            .await,
+        2
     );
 }
 
