@@ -2,10 +2,13 @@
 -- worker $3 with a lease of $4 ms, never more than the channel's token buckets hold, and
 -- takes the tokens in the same statement: 50 sweepers share one honest budget. Each bucket is refilled for the
 -- time since it was last touched (rate per second, up to its burst). Transactional work
--- may use its own tokens and then the bulk bucket's; bulk work only the bulk bucket's.
+-- uses its own tokens; bulk work the bulk bucket's; what bulk work leaves of those,
+-- transactional work may borrow (it borrows unused bulk budget, never bulk's share).
 -- A channel without a rate is not limited by tokens. A paused channel claims nothing; an open circuit claims nothing until it has been open
 -- long enough, then one probe (HALF_OPEN, held for the lease). Transactional work is
--- claimed before bulk work, each by priority, then the longest-due, then the oldest.
+-- claimed before bulk work within each one's tokens, each by priority, then the
+-- longest-due, then the oldest; borrowed tokens go to the transactional work next in
+-- that order.
 WITH health AS (
     SELECT (paused_until IS NOT NULL AND paused_until > now()) AS paused,
            circuit, circuit_until
@@ -40,7 +43,7 @@ WITH health AS (
     FROM cap LEFT JOIN buckets ON true
     GROUP BY cap.cap
 ), budget AS (
-    SELECT cap, own, bulk, least(cap, own + bulk) AS transactional FROM tokens
+    SELECT cap, own, bulk, least(cap, own) AS transactional FROM tokens
 ), ht AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 0 AND q.status = 'PENDING'
@@ -68,9 +71,8 @@ lt AS (
 taken AS (
     SELECT (SELECT count(*) FROM ht) + (SELECT count(*) FROM nt) + (SELECT count(*) FROM lt) AS transactional
 ), bulk_budget AS (
-    -- What bulk work may take: the bulk tokens transactional work left, within the cap and $5.
-    SELECT least(bulk - greatest(taken.transactional - own, 0), cap - taken.transactional,
-                 $5::int8) AS most
+    -- What bulk work may take: its tokens, within what the cap leaves and $5.
+    SELECT least(bulk, cap - taken.transactional, $5::int8) AS most
     FROM budget, taken
 ),
 hb AS (
@@ -96,9 +98,28 @@ lb AS (
       AND n.status = 'PENDING'
     ORDER BY q.next_attempt_at, q.created_at
     LIMIT greatest(coalesce((SELECT most FROM bulk_budget), 0) - (SELECT count(*) FROM hb) - (SELECT count(*) FROM nb), 0) FOR UPDATE OF q, n SKIP LOCKED
+), borrow_budget AS (
+    -- The bulk tokens bulk work left unused, within what the cap leaves.
+    SELECT least(bulk - bulk_taken, cap - taken.transactional - bulk_taken) AS most
+    FROM budget, taken,
+         (SELECT (SELECT count(*) FROM hb) + (SELECT count(*) FROM nb)
+                 + (SELECT count(*) FROM lb) AS bulk_taken) AS b
+),
+borrowed AS (
+    -- Transactional work past its own tokens, in claim order; the rows of ht, nt and lt
+    -- are left out by id (a statement's own row locks do not make SKIP LOCKED skip them).
+    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.status = 'PENDING'
+      AND q.next_attempt_at <= now() AND (q.expires_at IS NULL OR q.expires_at > now())
+      AND n.status = 'PENDING'
+      AND q.id <> ALL (ARRAY(SELECT id FROM ht UNION ALL SELECT id FROM nt
+                             UNION ALL SELECT id FROM lt))
+    ORDER BY q.priority, q.next_attempt_at, q.created_at
+    LIMIT greatest(coalesce((SELECT most FROM borrow_budget), 0), 0) FOR UPDATE OF q, n SKIP LOCKED
 ), picked AS (
     SELECT id FROM ht UNION ALL SELECT id FROM nt UNION ALL SELECT id FROM lt
     UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lb
+    UNION ALL SELECT id FROM borrowed
 ), claimed AS (
     UPDATE notifications n
     SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
@@ -109,11 +130,11 @@ lb AS (
               n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
               n.recipient_id, n.owner_key_id
 ), spent AS (
-    -- Transactional work spends its own tokens first, then borrows bulk tokens.
-    SELECT least(taken.transactional, budget.own) AS own,
-           greatest(taken.transactional - budget.own, 0)
-             + (SELECT count(*) FROM claimed WHERE class = 'BULK') AS bulk
-    FROM taken, budget
+    -- Transactional work spends its own tokens; bulk work and borrowing, bulk tokens.
+    SELECT taken.transactional AS own,
+           (SELECT count(*) FROM claimed WHERE class = 'BULK')
+             + (SELECT count(*) FROM borrowed) AS bulk
+    FROM taken
 ), refilled AS (
     UPDATE token_buckets b
     SET tokens = buckets.available - CASE WHEN b.class = 'TRANSACTIONAL' THEN spent.own

@@ -207,3 +207,61 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
         "only {claimed} claimed of {asked} asked in {ran:.2} s: the bucket was not refilled for the time claims ran"
     );
 }
+
+/// Transactional work borrows only the bulk budget bulk work leaves: with both backlogged,
+/// each class gets its own tokens; once bulk work is gone, transactional work takes the
+/// bulk tokens too.
+#[tokio::test]
+async fn transactional_work_borrows_only_the_bulk_budget_bulk_work_leaves() {
+    let stub = AwsStub::start().await.expect("stub");
+    let db = TestDb::new().await;
+    for i in 0..20 {
+        factory::create(&db.pool, factory::Spec::to(&format!("t{i}@example.com"))).await;
+    }
+    for i in 0..3 {
+        factory::create(
+            &db.pool,
+            factory::Spec::to(&format!("b{i}@example.com")).bulk(),
+        )
+        .await;
+    }
+    let providers = ses_only(&db.pool, &stub.url()).await;
+    let conn = db.pool.get().await.expect("connection");
+    let rate = ChannelRate {
+        transactional: 2.0,
+        bulk: 3.0,
+    };
+    channel::configure_rates(&conn, &[Some(rate), None, None], |c| {
+        providers.is_real_for(c)
+    })
+    .await
+    .expect("rates");
+    let sweeper = sweeper(&db.pool, providers, circuit());
+    let sent_by_class = || async {
+        let rows = conn
+            .query(
+                "SELECT class, count(*) FROM notifications WHERE status = 'SENT' GROUP BY class ORDER BY class",
+                &[],
+            )
+            .await
+            .expect("counts");
+        rows.iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+            .collect::<Vec<_>>()
+    };
+
+    // Both buckets full (a second of each rate): 2 transactional, 3 bulk.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    notify_tests::worker::sweep(&sweeper).await;
+    assert_eq!(
+        sent_by_class().await,
+        [("BULK".to_string(), 3), ("TRANSACTIONAL".to_string(), 2)]
+    );
+    // Bulk work is done: its tokens are unused, and transactional work borrows them.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    notify_tests::worker::sweep(&sweeper).await;
+    assert_eq!(
+        sent_by_class().await,
+        [("BULK".to_string(), 3), ("TRANSACTIONAL".to_string(), 7)]
+    );
+}
