@@ -34,6 +34,8 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainOutcome {
+    /// New events given their destination (or closed unsent: nowhere to go).
+    pub routed: u64,
     /// Events claimed for sending.
     pub claimed: u64,
     pub delivered: u64,
@@ -49,6 +51,7 @@ pub struct DrainOutcome {
 
 impl AddAssign for DrainOutcome {
     fn add_assign(&mut self, other: Self) {
+        self.routed += other.routed;
         self.claimed += other.claimed;
         self.delivered += other.delivered;
         self.retried += other.retried;
@@ -215,6 +218,7 @@ impl WebhookDrainer {
                 return Ok(outcome);
             }
             let routed = outbox::route(&db, self.batch_size, self.default.is_some()).await?;
+            outcome.routed = routed.events;
             if routed.no_destination > 0 {
                 tracing::debug!(
                     count = routed.no_destination,
@@ -357,7 +361,10 @@ pub async fn run(drainer: Arc<WebhookDrainer>, stop: StopSignal) -> DrainOutcome
             Ok(outcome) => {
                 failures = 0;
                 total += outcome;
-                outcome.claimed == 0 && outcome.given_up == 0
+                // Routing alone is work too: a step that only closed events nobody
+                // subscribes to goes on at once, or a backlog of them drains at one batch
+                // per poll and holds up the events behind it.
+                outcome.routed == 0 && outcome.claimed == 0 && outcome.given_up == 0
             }
             Err(error) => {
                 failures = failures.saturating_add(1);

@@ -38,6 +38,8 @@ pub const NO_DESTINATION: &str =
 /// What one routing statement decided.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Routed {
+    /// New events this statement decided on (the limit's worth: more may be waiting).
+    pub events: u64,
     /// Rows given a registered endpoint (copies for further endpoints included).
     pub to_endpoints: u64,
     /// Rows for the default URL (`WEBHOOK_URL`).
@@ -67,7 +69,10 @@ pub async fn route(
             ],
         )
         .await?;
-    let mut routed = Routed::default();
+    let mut routed = Routed {
+        events: rows.len() as u64,
+        ..Routed::default()
+    };
     for row in &rows {
         let closed: bool = row.try_get("closed")?;
         let has_endpoints: bool = row.try_get("has_endpoints")?;

@@ -460,6 +460,32 @@ async fn without_a_default_url_events_wait_until_an_endpoint_exists_then_those_w
     assert_eq!(row.last_error.as_deref(), Some(NO_DESTINATION));
 }
 
+/// Events nobody receives are closed as fast as they can be routed, not one batch per
+/// poll: a backlog of them would otherwise hold up the events behind it for minutes.
+#[tokio::test]
+async fn a_backlog_of_events_nobody_receives_is_closed_without_a_poll_between_batches() {
+    let db = TestDb::new().await;
+    let slow_poll = HashMap::from([("WORKER_POLL_INTERVAL_MS".to_string(), "10000".to_string())]);
+    let config = Config::from_vars(slow_poll).expect("configuration");
+    let drainer =
+        notify_shared::webhook::WebhookDrainer::from_config(&db.pool, &config).expect("drainer");
+    // Some client has an endpoint, so routing runs; these events are nobody's.
+    let (owner, _) = key(&db, "client", Scope::Client).await;
+    endpoint_row(&db, owner, "https://hooks.example.com/in").await;
+    let nobodys = factory::create_many(&db.pool, 350, |_| factory::Spec::default()).await;
+    factory::insert_events(&db.pool, &nobodys).await;
+
+    let stop = notify_shared::stop::StopSignal::never()
+        .with_deadline(std::time::Instant::now() + std::time::Duration::from_secs(3));
+    let outcome = notify_shared::webhook::run(std::sync::Arc::new(drainer), stop).await;
+    assert_eq!(outcome.routed, 350, "{outcome:?}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM webhook_events WHERE routed_at IS NULL")
+            .await,
+        0
+    );
+}
+
 #[tokio::test]
 async fn six_drainers_route_and_deliver_every_event_once_to_each_of_its_endpoints() {
     let db = TestDb::new().await;
