@@ -7,6 +7,19 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// A JSON number as an integer, when it is one: `60`, and also `60.0` or `6e1`, which a
+/// JavaScript client cannot tell from `60` (the design's API read them all as 60). Floats
+/// beyond 2^53 are not exact integers and are refused.
+pub fn integer(value: &Value) -> Option<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    value.as_i64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= EXACT)
+            .map(|f| f as i64)
+    })
+}
+
 /// One field's failures, reported together with every other failing field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {
@@ -220,6 +233,22 @@ pub fn contains_nul(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integral_numbers_read_as_integers_whatever_their_spelling() {
+        use serde_json::json;
+        for (value, expected) in [
+            (json!(60), Some(60)),
+            (json!(60.0), Some(60)),
+            (json!(-3.0), Some(-3)),
+            (json!(1e3), Some(1000)),
+            (json!(60.5), None),
+            (json!(1e300), None),
+            (json!("60"), None),
+        ] {
+            assert_eq!(integer(&value), expected, "{value}");
+        }
+    }
 
     #[test]
     fn problems_are_grouped_per_field_in_order() {

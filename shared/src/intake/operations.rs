@@ -121,7 +121,9 @@ pub fn parse_bulk_retry(body: Option<&Value>) -> Result<(RedriveFilter, i64), Ap
                 }
             }
             "limit" => {
-                if let Some(n) = problems.integer_in("limit", value.as_i64(), 1..=MAX_BATCH) {
+                if let Some(n) =
+                    problems.integer_in("limit", crate::problems::integer(value), 1..=MAX_BATCH)
+                {
                     limit = n;
                 }
             }

@@ -123,7 +123,11 @@ pub async fn preview(
     let version = match object.get("version") {
         None => None,
         Some(value) => problems
-            .integer_in("version", value.as_i64(), 1..=i64::from(i32::MAX))
+            .integer_in(
+                "version",
+                crate::problems::integer(value),
+                1..=i64::from(i32::MAX),
+            )
             .map(|v| v as i32),
     };
     let wanted = match object.get("locale") {

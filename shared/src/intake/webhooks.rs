@@ -247,9 +247,11 @@ pub async fn replay(
                     },
                     ("since", _) => problems.add("since", "since must be an ISO 8601 date-time"),
                     ("limit", value) => {
-                        if let Some(n) =
-                            problems.integer_in("limit", value.as_i64(), 1..=REPLAY_MAX)
-                        {
+                        if let Some(n) = problems.integer_in(
+                            "limit",
+                            crate::problems::integer(value),
+                            1..=REPLAY_MAX,
+                        ) {
                             limit = n;
                         }
                     }

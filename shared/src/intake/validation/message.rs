@@ -59,7 +59,11 @@ pub fn template_use(value: &Value, problems: &mut Problems) -> Option<(TemplateU
     let version = match object.get("version") {
         None => Some(None),
         Some(value) => problems
-            .integer_in("template.version", value.as_i64(), 1..=i64::from(i32::MAX))
+            .integer_in(
+                "template.version",
+                crate::problems::integer(value),
+                1..=i64::from(i32::MAX),
+            )
             .map(|v| Some(v as i32)),
     };
     let data = crate::intake::templates::data_object(object.get("data"), "template.data", problems);

@@ -174,7 +174,7 @@ pub fn validate_create_for(
                 (None, None, None)
             }
         },
-        (None, Some(delay)) => match delay.as_i64() {
+        (None, Some(delay)) => match crate::problems::integer(delay) {
             Some(seconds) if (1..=DELAY_SECONDS_MAX).contains(&seconds) => {
                 let seconds = seconds as i32;
                 (Some(Due::AfterSeconds(seconds)), None, Some(seconds))
@@ -293,6 +293,20 @@ mod tests {
         let request = validate_create(&valid(), now()).expect("valid");
         assert_eq!(request.due, Due::AfterSeconds(60));
         assert_eq!(request.priority, Priority::High);
+    }
+
+    #[test]
+    fn an_integral_float_is_an_integer_and_a_fraction_is_not() {
+        for spelling in [json!(60.0), json!(6e1)] {
+            let mut body = valid();
+            body["delaySeconds"] = spelling;
+            let request = validate_create(&body, now()).expect("an integer");
+            assert_eq!(request.due, Due::AfterSeconds(60));
+        }
+        let mut body = valid();
+        body["delaySeconds"] = json!(60.5);
+        let errors = validate_create(&body, now()).expect_err("a fraction");
+        assert_eq!(fields(&errors), ["delaySeconds"]);
     }
 
     #[test]

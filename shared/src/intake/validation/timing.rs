@@ -44,7 +44,7 @@ pub(super) fn expiry(
                 }
             }
         }
-        (None, Some(ttl)) => match ttl.as_i64() {
+        (None, Some(ttl)) => match crate::problems::integer(ttl) {
             Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => {
                 Some(Some(Expiry::AfterSeconds(seconds as i32)))
             }
