@@ -59,7 +59,7 @@ pub async fn providers(State(state): State<AppState>) -> Result<Response, ApiErr
             .iter()
             .position(|c| *c == state.channel)
             .unwrap_or_default();
-        let budgets: Map<String, Value> = state
+        let mut budgets: Map<String, Value> = state
             .budgets
             .iter()
             .map(|(class, rate, tokens)| {
@@ -69,6 +69,15 @@ pub async fn providers(State(state): State<AppState>) -> Result<Response, ApiErr
                 )
             })
             .collect();
+        // A channel without a rate keeps the shape: both classes, unlimited (null).
+        if budgets.is_empty() {
+            for class in ["TRANSACTIONAL", "BULK"] {
+                budgets.insert(
+                    class.to_string(),
+                    json!({"ratePerSecond": null, "tokens": null}),
+                );
+            }
+        }
         body.insert(
             state.channel.as_str().to_string(),
             json!({

@@ -113,7 +113,12 @@ async fn providers_show_each_channels_provider_budgets_circuit_and_pause() {
     assert_eq!(email["pausedUntil"], serde_json::Value::Null);
     assert_eq!(email["budgets"]["TRANSACTIONAL"]["ratePerSecond"], 20.0);
     assert_eq!(email["budgets"]["BULK"]["ratePerSecond"], 30.0);
-    assert_eq!(body["channels"]["SMS"]["budgets"], json!({}));
+    // Unpaced: both classes, unlimited.
+    assert_eq!(
+        body["channels"]["SMS"]["budgets"],
+        json!({"TRANSACTIONAL": {"ratePerSecond": null, "tokens": null},
+               "BULK": {"ratePerSecond": null, "tokens": null}})
+    );
     for channel in ["EMAIL", "SMS", "PUSH"] {
         assert_eq!(body["channels"][channel]["provider"], "simulated", "{body}");
     }
