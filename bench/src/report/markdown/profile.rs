@@ -440,6 +440,15 @@ finished notifications were still waiting after the tenth round, and the tables 
 round at 0.83 of its first and ended at 0.69 times the first round's bytes. Bloat costs
 the drain far more than retention's deletes do: retention has to keep pace, and keeps its
 four fifths.
+
+### B3 on the AMD EPYC host of 2026-12-05 04:40
+
+The full run above gave B3 0.70 (0.65–0.80) of its floor, a B3-only run right after it
+(`--only B3 --runs 3`) 0.71 (0.66–0.72); the Intel Xeon host of the run before gave 0.77.
+Alternated once more against a build whose local runner skipped the new check for a first
+API key (`--only B3 --runs 1`, one each): 0.66 without the check, 0.69 with it, so the
+check costs nothing measurable. What grew is PostgreSQL's CPU per request beyond the
+floor's: 475 against 408 µs here, 332 against 316 µs on the Intel host.
 ";
 
 /// The queue table's first figures, from a subset run (kept with the generated figures,
