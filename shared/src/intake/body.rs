@@ -51,11 +51,9 @@ pub async fn read_json(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .map(|mime| {
-            let mime = mime.trim().to_ascii_lowercase();
-            mime == "application/json"
-                || (mime.starts_with("application/") && mime.ends_with("+json"))
-        })
+        // The contract takes `application/json` only: a `+json` type names another
+        // format (JSON:API, a JSON Patch, a problem document), which this API does not read.
+        .map(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
         .unwrap_or(false);
     if !is_json {
         return Err(ApiError::new(

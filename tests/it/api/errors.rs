@@ -134,6 +134,24 @@ async fn malformed_and_oversized_bodies_get_clean_errors() {
         )
         .await;
     assert_eq!(form.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    for other in ["application/vnd.api+json", "application/json-patch+json"] {
+        let reply = app
+            .send(
+                app.request(Method::POST, "/notifications")
+                    .body(body("typed").to_string())
+                    .header("content-type", other),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{other}");
+    }
+    let charset = app
+        .send(
+            app.request(Method::POST, "/notifications")
+                .body(body("charset").to_string())
+                .header("content-type", "Application/JSON; charset=utf-8"),
+        )
+        .await;
+    assert_eq!(charset.status, StatusCode::CREATED);
 }
 
 #[tokio::test]
