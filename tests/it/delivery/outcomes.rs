@@ -263,18 +263,23 @@ async fn a_throttle_pauses_the_channel_until_retry_after_and_spends_no_attempt()
     assert_eq!(factory::load(&db.pool, first.id).await.attempt_count, 1);
 }
 
-/// Temporary failures of email open its circuit: email stops being claimed while SMS and
-/// push keep draining; after the open time one probe goes out, and its success closes the
-/// circuit again. Both changes are webhook events.
-#[tokio::test]
-async fn a_burst_of_5xx_opens_one_channels_circuit_and_a_probe_closes_it() {
-    let stub = AwsStub::start().await.expect("stub");
+/// Every SES call answers 503 until the rules are cleared.
+fn ses_is_down(stub: &AwsStub) {
     stub.push(Rule {
         service: Some(Service::Ses),
         recipient: None,
         times: None,
         reply: Reply::error(503, "ServiceUnavailable", "down"),
     });
+}
+
+/// Temporary failures of email open its circuit: email stops being claimed while SMS and
+/// push keep draining; after the open time one probe goes out, and its success closes the
+/// circuit again. Both changes are webhook events.
+#[tokio::test]
+async fn a_burst_of_5xx_opens_one_channels_circuit_and_a_probe_closes_it() {
+    let stub = AwsStub::start().await.expect("stub");
+    ses_is_down(&stub);
     let db = TestDb::new().await;
     for i in 0..6 {
         factory::create(&db.pool, factory::Spec::to(&format!("e{i}@example.com"))).await;
@@ -362,12 +367,7 @@ async fn a_burst_of_5xx_opens_one_channels_circuit_and_a_probe_closes_it() {
 #[tokio::test]
 async fn a_throttled_probe_neither_closes_nor_reopens_the_circuit() {
     let stub = AwsStub::start().await.expect("stub");
-    stub.push(Rule {
-        service: Some(Service::Ses),
-        recipient: None,
-        times: None,
-        reply: Reply::error(503, "ServiceUnavailable", "down"),
-    });
+    ses_is_down(&stub);
     let db = TestDb::new().await;
     for i in 0..4 {
         factory::create(&db.pool, factory::Spec::to(&format!("e{i}@example.com"))).await;
