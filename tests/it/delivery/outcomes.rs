@@ -228,17 +228,7 @@ async fn every_outcome_class_does_what_the_table_says() {
 #[tokio::test]
 async fn a_throttle_pauses_the_channel_until_retry_after_and_spends_no_attempt() {
     let stub = AwsStub::start().await.expect("stub");
-    stub.push(Rule {
-        service: Some(Service::Ses),
-        recipient: None,
-        times: Some(1),
-        reply: Reply::Error {
-            status: 429,
-            code: "TooManyRequestsException".into(),
-            message: "slow down".into(),
-            retry_after: Some(2),
-        },
-    });
+    ses_throttles_once(&stub, 2);
     let db = TestDb::new().await;
     let first = factory::create(&db.pool, factory::Spec::to("a@example.com")).await;
     let providers = ses_only(&db.pool, &stub.url()).await;
@@ -261,6 +251,21 @@ async fn a_throttle_pauses_the_channel_until_retry_after_and_spends_no_attempt()
     let outcome = sweep_until_idle(&sweeper).await;
     assert_eq!(outcome.sent, 2, "{outcome:?}");
     assert_eq!(factory::load(&db.pool, first.id).await.attempt_count, 1);
+}
+
+/// The next SES call answers 429 with `Retry-After: seconds`.
+fn ses_throttles_once(stub: &AwsStub, seconds: u64) {
+    stub.push(Rule {
+        service: Some(Service::Ses),
+        recipient: None,
+        times: Some(1),
+        reply: Reply::Error {
+            status: 429,
+            code: "TooManyRequestsException".into(),
+            message: "slow down".into(),
+            retry_after: Some(seconds),
+        },
+    });
 }
 
 /// Every SES call answers 503 until the rules are cleared.
@@ -393,17 +398,7 @@ async fn a_throttled_probe_neither_closes_nor_reopens_the_circuit() {
     assert!(circuit_is("OPEN").await);
 
     stub.clear_rules();
-    stub.push(Rule {
-        service: Some(Service::Ses),
-        recipient: None,
-        times: Some(1),
-        reply: Reply::Error {
-            status: 429,
-            code: "TooManyRequestsException".into(),
-            message: "slow down".into(),
-            retry_after: Some(1),
-        },
-    });
+    ses_throttles_once(&stub, 1);
     factory::create(&db.pool, factory::Spec::to("probe@example.com")).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     // Its open time is up: the state shown is half-open before any probe is claimed.
