@@ -258,12 +258,34 @@ pub async fn opt_out(
     Ok(())
 }
 
-/// The keys holding a profile named `id`: none, one, or two (meaning several).
-pub async fn owners(db: &impl GenericClient, id: &str) -> Result<Vec<Uuid>, tokio_postgres::Error> {
+/// Whose profile named `id` a caller whose own profiles are `own`'s means, when it may
+/// reach every key's (an operator): its own if it has one, else the one key's that holds
+/// it, else its own (none exists yet). One look-up.
+pub async fn holder(
+    db: &impl GenericClient,
+    own: Uuid,
+    id: &str,
+) -> Result<Holder, tokio_postgres::Error> {
     let statement = OWNERS.prepare(db).await?;
-    db.query(&statement, &[&id])
+    let owners = db
+        .query(&statement, &[&id, &own])
         .await?
         .iter()
         .map(|row| row.try_get("owner"))
-        .collect()
+        .collect::<Result<Vec<Uuid>, _>>()?;
+    Ok(match owners.as_slice() {
+        [] => Holder::One(own),
+        [first, ..] if *first == own => Holder::One(own),
+        [one] => Holder::One(*one),
+        _ => Holder::Several,
+    })
+}
+
+/// The answer of [`holder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    One(Uuid),
+    /// Several other keys hold a profile of that id: ids are chosen by each client, so
+    /// they may name different people.
+    Several,
 }

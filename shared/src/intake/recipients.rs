@@ -17,7 +17,7 @@ use super::error::ApiError;
 pub use super::recipient_body::{parse_preferences, parse_profile};
 use super::validation::is_recipient_id;
 use crate::audience::erasure;
-use crate::audience::profiles::{self, Preference};
+use crate::audience::profiles::{self, Holder, Preference};
 use crate::auth::{Caller, Scope};
 use crate::notification::Channel;
 
@@ -125,13 +125,12 @@ async fn profile_owner(
     id: &str,
 ) -> Result<uuid::Uuid, ApiError> {
     let own = profiles::owner(caller.key_id);
-    if caller.scope == Scope::Client || profiles::find(db, own, id).await?.is_some() {
+    if caller.scope == Scope::Client {
         return Ok(own);
     }
-    match profiles::owners(db, id).await?.as_slice() {
-        [] => Ok(own),
-        [one] => Ok(*one),
-        _ => Err(ApiError::conflict(format!(
+    match profiles::holder(db, own, id).await? {
+        Holder::One(owner) => Ok(owner),
+        Holder::Several => Err(ApiError::conflict(format!(
             "Several API keys have a recipient {id}; use the key that created it"
         ))),
     }

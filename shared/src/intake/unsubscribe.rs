@@ -10,14 +10,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
 use super::suppressions::check_address;
 use super::validation::{is_category, is_recipient_id};
-use crate::audience::profiles;
+use crate::audience::profiles::{self, Holder};
 use crate::audience::suppressions::{self, ListReason};
 use crate::audience::unsubscribe::{Subject, Unsubscribe};
 use crate::auth::Caller;
@@ -114,8 +113,9 @@ pub async fn one_click(
 }
 
 /// `POST /unsubscribe-links` (operators) `{"channel", "category", "recipientId" | "address"}`
-/// → `{"url", "token"}`. A `recipientId` is looked up among every key's profiles: the one
-/// key holding it, else the caller's own (409 when several keys hold it).
+/// → `{"url", "token"}`. A `recipientId` is looked up among every key's profiles as the
+/// recipient routes do: the caller's own, else the one key holding it (409 when several
+/// do), else the caller's own.
 pub async fn link(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -186,11 +186,9 @@ pub async fn link(
     let subject = match (recipient_id, address) {
         (Some(id), _) => {
             let db = state.pool.get().await?;
-            let owners = profiles::owners(&db, id).await?;
-            let owner: Uuid = match owners.as_slice() {
-                [one] => *one,
-                [] => profiles::owner(caller.key_id),
-                _ => {
+            let owner = match profiles::holder(&db, profiles::owner(caller.key_id), id).await? {
+                Holder::One(owner) => owner,
+                Holder::Several => {
                     return Err(ApiError::conflict(format!(
                         "Several API keys have a recipient {id}; unsubscribe links are made \
                          from their notifications' List-Unsubscribe header instead"

@@ -168,7 +168,8 @@ async fn each_client_key_sees_only_its_own_recipients() {
 }
 
 /// Operators see every key's recipients: a profile only one client holds is read,
-/// changed and erased through an operator key; an id several clients use is a 409.
+/// changed and erased through an operator key; an id several clients use is a 409; an id
+/// the operator holds itself is its own.
 #[tokio::test]
 async fn an_operator_reaches_a_clients_recipient_and_is_told_when_the_id_is_ambiguous() {
     let app = TestApp::spawn_with_keys().await;
@@ -199,6 +200,20 @@ async fn an_operator_reaches_a_clients_recipient_and_is_told_when_the_id_is_ambi
     }
     let (status, body) = get(&app, "/recipients/shared-id", Some(&operator)).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // An id the operator has a profile of means its own, whoever else holds one.
+    put(
+        &app,
+        "ops-id",
+        Some(&operator),
+        json!({"email": "ops@example.com"}),
+    )
+    .await;
+    put(&app, "ops-id", Some(&a), json!({"email": "a3@example.com"})).await;
+    let (status, body) = get(&app, "/recipients/ops-id", Some(&operator)).await;
+    assert_eq!(
+        (status, &body["email"]),
+        (StatusCode::OK, &json!("ops@example.com"))
+    );
 
     let erased = call(
         &app,
