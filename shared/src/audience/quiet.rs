@@ -25,7 +25,8 @@ impl QuietHours {
 
 /// When `due` may go out: `None` when it is outside the window, else the window's end in
 /// `timezone`. An end that falls in a daylight-saving gap becomes the first instant after
-/// the gap; one that happens twice, the first.
+/// the gap; one that happens twice, the first of the two that is later than `due` (a due
+/// time in the repeated hour never moves earlier).
 pub fn deferred(due: DateTime<Utc>, timezone: Tz, quiet: QuietHours) -> Option<DateTime<Utc>> {
     let local = due.with_timezone(&timezone);
     let time = local.time();
@@ -38,18 +39,29 @@ pub fn deferred(due: DateTime<Utc>, timezone: Tz, quiet: QuietHours) -> Option<D
     } else {
         today
     };
-    first_instant_at_or_after(timezone, end_date.and_time(quiet.end))
+    first_instant_at_or_after(timezone, end_date.and_time(quiet.end), due)
 }
 
-/// The first instant whose local time in `timezone` is `local` or, when `local` does not
-/// exist (a gap), the first that follows it.
-fn first_instant_at_or_after(timezone: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
+/// The first instant later than `after` whose local time in `timezone` is `local` or,
+/// when `local` does not exist (a gap), the first that follows it.
+fn first_instant_at_or_after(
+    timezone: Tz,
+    local: NaiveDateTime,
+    after: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     // Gaps are at most a few hours and transitions fall on whole minutes.
     for minutes in 0..=(24 * 60) {
         let candidate = local + Duration::minutes(minutes);
         match timezone.from_local_datetime(&candidate) {
             LocalResult::Single(at) => return Some(at.with_timezone(&Utc)),
-            LocalResult::Ambiguous(first, _) => return Some(first.with_timezone(&Utc)),
+            LocalResult::Ambiguous(first, second) => {
+                let first = first.with_timezone(&Utc);
+                return Some(if first > after {
+                    first
+                } else {
+                    second.with_timezone(&Utc)
+                });
+            }
             LocalResult::None => continue,
         }
     }
@@ -127,6 +139,46 @@ mod tests {
         assert_eq!(
             deferred(utc("2026-03-08T06:30:00Z"), new_york, until_half_past_two),
             Some(utc("2026-03-08T07:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_due_time_in_the_repeated_hour_waits_for_the_end_that_follows_it() {
+        let new_york: Tz = "America/New_York".parse().expect("zone");
+        let quarter_past_to_quarter_to = QuietHours {
+            start: NaiveTime::from_hms_opt(1, 15, 0).expect("time"),
+            end: NaiveTime::from_hms_opt(1, 45, 0).expect("time"),
+        };
+        // 7 November 2027, 02:00 EDT → 01:00 EST: 01:00–02:00 happens twice. Due at the
+        // second 01:20 (EST, 06:20 UTC): the window ends at the second 01:45, 06:45 UTC,
+        // not the first (05:45 UTC, before the due time).
+        assert_eq!(
+            deferred(utc("2027-11-07T06:20:00Z"), new_york, quarter_past_to_quarter_to),
+            Some(utc("2027-11-07T06:45:00Z"))
+        );
+        // Due at the first 01:20 (EDT, 05:20 UTC): the first 01:45.
+        assert_eq!(
+            deferred(utc("2027-11-07T05:20:00Z"), new_york, quarter_past_to_quarter_to),
+            Some(utc("2027-11-07T05:45:00Z"))
+        );
+        // A window across midnight whose end falls in the repeated hour.
+        let until_half_past_one = QuietHours {
+            start: NaiveTime::from_hms_opt(22, 0, 0).expect("time"),
+            end: NaiveTime::from_hms_opt(1, 30, 0).expect("time"),
+        };
+        assert_eq!(
+            deferred(utc("2027-11-07T06:10:00Z"), new_york, until_half_past_one),
+            Some(utc("2027-11-07T06:30:00Z"))
+        );
+        let london: Tz = "Europe/London".parse().expect("zone");
+        let ten_past_to_twenty_to = QuietHours {
+            start: NaiveTime::from_hms_opt(1, 10, 0).expect("time"),
+            end: NaiveTime::from_hms_opt(1, 40, 0).expect("time"),
+        };
+        // 31 October 2027, 02:00 BST → 01:00 GMT; the second 01:20 is 01:20 UTC.
+        assert_eq!(
+            deferred(utc("2027-10-31T01:20:00Z"), london, ten_past_to_twenty_to),
+            Some(utc("2027-10-31T01:40:00Z"))
         );
     }
 
