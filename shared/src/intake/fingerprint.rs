@@ -39,9 +39,23 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
+        Value::Number(number) => match number.as_f64() {
+            // A number with nothing after the point is the integer it names, as a
+            // JavaScript client reads it: 100, 100.0 and 1e2 are one request.
+            Some(float)
+                if number.is_f64() && float.fract() == 0.0 && float.abs() < INTEGRAL_BELOW =>
+            {
+                out.push_str(&format!("{:.0}", float + 0.0));
+            }
+            _ => out.push_str(&number.to_string()),
+        },
         scalar => out.push_str(&scalar.to_string()),
     }
 }
+
+/// JavaScript writes integral numbers below 10^21 with every digit, larger ones with an
+/// exponent.
+const INTEGRAL_BELOW: f64 = 1e21;
 
 #[cfg(test)]
 mod tests {
@@ -55,5 +69,15 @@ mod tests {
         assert_eq!(digest(&a), digest(&b));
         assert_eq!(digest(&a).len(), 64);
         assert_ne!(digest(&a), digest(&json!({"b": 2})));
+    }
+
+    #[test]
+    fn an_integral_number_is_one_request_however_it_is_written() {
+        let parse = |text: &str| serde_json::from_str::<Value>(text).expect("json");
+        let plain = digest(&parse(r#"{"v": 100, "z": 0}"#));
+        assert_eq!(digest(&parse(r#"{"v": 100.0, "z": -0.0}"#)), plain);
+        assert_eq!(digest(&parse(r#"{"v": 1e2, "z": 0.0}"#)), plain);
+        assert_ne!(digest(&parse(r#"{"v": 100.5, "z": 0}"#)), plain);
+        assert_ne!(digest(&parse(r#"{"v": 101, "z": 0}"#)), plain);
     }
 }
