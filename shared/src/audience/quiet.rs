@@ -153,12 +153,20 @@ mod tests {
         // second 01:20 (EST, 06:20 UTC): the window ends at the second 01:45, 06:45 UTC,
         // not the first (05:45 UTC, before the due time).
         assert_eq!(
-            deferred(utc("2027-11-07T06:20:00Z"), new_york, quarter_past_to_quarter_to),
+            deferred(
+                utc("2027-11-07T06:20:00Z"),
+                new_york,
+                quarter_past_to_quarter_to
+            ),
             Some(utc("2027-11-07T06:45:00Z"))
         );
         // Due at the first 01:20 (EDT, 05:20 UTC): the first 01:45.
         assert_eq!(
-            deferred(utc("2027-11-07T05:20:00Z"), new_york, quarter_past_to_quarter_to),
+            deferred(
+                utc("2027-11-07T05:20:00Z"),
+                new_york,
+                quarter_past_to_quarter_to
+            ),
             Some(utc("2027-11-07T05:45:00Z"))
         );
         // A window across midnight whose end falls in the repeated hour.

@@ -241,7 +241,7 @@ pub async fn docs_page() -> Response {
 }
 
 pub(super) fn parse_id(text: &str) -> Result<Uuid, ApiError> {
-    Uuid::try_parse(text).map_err(|_| ApiError::field("id", "id must be a UUID"))
+    super::validation::uuid(text).ok_or_else(|| ApiError::field("id", "id must be a UUID"))
 }
 
 fn not_found(id: Uuid) -> ApiError {

@@ -19,6 +19,7 @@ use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
 use super::handlers::parse_id;
 use super::times::parse_iso;
+use super::validation;
 use crate::auth::{Caller, Scope};
 use crate::notification::format_time;
 use crate::problems::Problems;
@@ -205,9 +206,9 @@ fn parse_event_query(query: &str) -> Result<EventFilter, ApiError> {
         );
     }
     if let Some(id) = values.get("endpointId") {
-        match Uuid::try_parse(id) {
-            Ok(id) => filter.endpoint = Some(id),
-            Err(_) => problems.add("endpointId", "endpointId must be a UUID"),
+        match validation::uuid(id) {
+            Some(id) => filter.endpoint = Some(id),
+            None => problems.add("endpointId", "endpointId must be a UUID"),
         }
     }
     let (limit, after) = problems.page(&values, decode_cursor);
@@ -236,9 +237,9 @@ pub async fn replay(
         Some(Value::Object(object)) => {
             for (key, value) in object {
                 match (key.as_str(), value) {
-                    ("endpointId", Value::String(id)) => match Uuid::try_parse(id) {
-                        Ok(id) => endpoint = Some(id),
-                        Err(_) => problems.add("endpointId", "endpointId must be a UUID"),
+                    ("endpointId", Value::String(id)) => match validation::uuid(id) {
+                        Some(id) => endpoint = Some(id),
+                        None => problems.add("endpointId", "endpointId must be a UUID"),
                     },
                     ("endpointId", _) => problems.add("endpointId", "endpointId must be a UUID"),
                     ("since", Value::String(text)) => match parse_iso("since", text) {
@@ -289,7 +290,7 @@ fn decode_cursor(cursor: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let (micros, id) = text.split_once(':')?;
     Some((
         DateTime::from_timestamp_micros(micros.parse().ok()?)?,
-        Uuid::try_parse(id).ok()?,
+        validation::uuid(id)?,
     ))
 }
 

@@ -98,6 +98,20 @@ async fn get_and_cancel_answer_400_for_a_bad_id_and_404_for_an_unknown_one() {
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(error["message"], format!("Notification {id} not found"));
     }
+
+    // An id has one spelling: the other forms a UUID parser reads are not it.
+    let (_, created) = app.create(&body("one-spelling")).await;
+    let id = uuid::Uuid::parse_str(created["id"].as_str().expect("id")).expect("uuid");
+    for spelling in [
+        id.braced().to_string(),
+        id.urn().to_string(),
+        id.simple().to_string(),
+    ] {
+        let (status, error) = app.get(&spelling).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{spelling}: {error}");
+    }
+    let upper = id.hyphenated().to_string().to_uppercase();
+    assert_eq!(app.get(&upper).await.0, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -39,6 +39,16 @@ const FIELDS: [&str; 14] = [
 ];
 
 /// `^[a-z0-9][a-z0-9_.-]{0,63}$`: a category (and a template id).
+/// A UUID in its one spelling on the wire, `8-4-4-4-12` hex digits: the braced, `urn:uuid:`
+/// and hyphen-less forms the uuid crate also reads are refused, so an id has one text form.
+pub fn uuid(text: &str) -> Option<uuid::Uuid> {
+    if text.len() == 36 {
+        uuid::Uuid::try_parse(text).ok()
+    } else {
+        None
+    }
+}
+
 pub fn is_category(text: &str) -> bool {
     let bytes = text.as_bytes();
     (1..=64).contains(&bytes.len())
