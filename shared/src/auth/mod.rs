@@ -196,10 +196,7 @@ impl Authenticator {
             return Ok(Caller::ANONYMOUS);
         }
         let (id, secret) = header
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
+            .and_then(bearer_credentials)
             .map(str::trim)
             .and_then(split_key)
             .ok_or(Refusal::Unauthenticated)?;
@@ -331,6 +328,13 @@ pub async fn authenticator_for(
     Ok(Authenticator::open_until_a_key_exists(pool.clone()))
 }
 
+/// The credentials of an `Authorization` header of the Bearer scheme, whose name is
+/// case-insensitive (RFC 9110, section 11.1).
+fn bearer_credentials(header: &str) -> Option<&str> {
+    let (scheme, credentials) = header.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(credentials)
+}
+
 /// Splits `nq_<32 hex id>_<secret>`; `None` for anything else.
 fn split_key(key: &str) -> Option<(Uuid, &str)> {
     let rest = key.strip_prefix(PREFIX)?;
@@ -362,6 +366,16 @@ mod tests {
             &format!("nq_{}_", id.simple()),
         ] {
             assert_eq!(split_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_named_in_any_case() {
+        for header in ["Bearer nq_k", "bearer nq_k", "BEARER nq_k", "bEaReR nq_k"] {
+            assert_eq!(bearer_credentials(header), Some("nq_k"), "{header}");
+        }
+        for header in ["Basic nq_k", "Bearernq_k", "nq_k", ""] {
+            assert_eq!(bearer_credentials(header), None, "{header}");
         }
     }
 
