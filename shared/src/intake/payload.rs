@@ -77,7 +77,7 @@ pub fn check(
             if !is_e164(recipient) {
                 problems.add(
                     "recipient",
-                    "recipient must be an E.164 phone number (+ and 8 to 15 digits)",
+                    "recipient must be an E.164 phone number (+ and 8 to 15 digits, the first not 0)",
                 );
             }
             match payload.get("text") {
@@ -155,10 +155,12 @@ pub fn is_email_address(text: &str) -> bool {
         && !text.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
-/// `+` and 8 to 15 digits.
+/// `+` and 8 to 15 digits, the first not 0: no country code starts with 0.
 pub fn is_e164(text: &str) -> bool {
     text.strip_prefix('+').is_some_and(|digits| {
-        (8..=15).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
+        (8..=15).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && !digits.starts_with('0')
     })
 }
 
@@ -188,6 +190,23 @@ mod tests {
             .into_iter()
             .map(|e| e.field)
             .collect()
+    }
+
+    #[test]
+    fn a_phone_number_is_e164() {
+        for good in ["+15555550100", "+44207946", "+999999999999999"] {
+            assert!(is_e164(good), "{good}");
+        }
+        for bad in [
+            "15555550100",
+            "+1555555",
+            "+9999999999999999",
+            "+0123456789",
+            "+1 555 555 0100",
+            "+1555555010a",
+        ] {
+            assert!(!is_e164(bad), "{bad}");
+        }
     }
 
     #[test]

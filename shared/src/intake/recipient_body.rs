@@ -66,7 +66,7 @@ pub fn parse_profile(body: Option<&Value>) -> Result<ProfileInput, Problems> {
         "phone",
         16,
         is_e164,
-        "an E.164 phone number (+ and 8 to 15 digits)",
+        "an E.164 phone number (+ and 8 to 15 digits, the first not 0)",
     );
     let timezone = text(
         "timezone",
