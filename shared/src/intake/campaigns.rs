@@ -309,6 +309,9 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
     }
 }
 
+/// How many invalid recipient ids an error names one by one; the rest are counted.
+const INVALID_IDS_NAMED: usize = 100;
+
 /// `{"recipientIds": [1–100,000 ids]}` (duplicates dropped, order kept) or
 /// `{"allRecipients": true}` (`Some(None)`).
 fn audience(value: Option<&Value>, problems: &mut Problems) -> Option<Option<Vec<String>>> {
@@ -325,6 +328,7 @@ fn audience(value: Option<&Value>, problems: &mut Problems) -> Option<Option<Vec
         (Some(Value::Array(ids)), None) if (1..=RECIPIENT_IDS_MAX).contains(&ids.len()) => {
             let mut seen = HashSet::with_capacity(ids.len());
             let mut unique = Vec::with_capacity(ids.len());
+            let mut invalid = 0;
             for (index, id) in ids.iter().enumerate() {
                 match id.as_str() {
                     Some(id) if is_recipient_id(id) => {
@@ -333,15 +337,26 @@ fn audience(value: Option<&Value>, problems: &mut Problems) -> Option<Option<Vec
                         }
                     }
                     _ => {
-                        problems.add(
-                            &format!("audience.recipientIds.{index}"),
-                            "a recipient id must be 1 to 128 letters, digits or ._:@-",
-                        );
-                        return None;
+                        invalid += 1;
+                        if invalid <= INVALID_IDS_NAMED {
+                            problems.add(
+                                &format!("audience.recipientIds.{index}"),
+                                "a recipient id must be 1 to 128 letters, digits or ._:@-",
+                            );
+                        }
                     }
                 }
             }
-            Some(Some(unique))
+            if invalid > INVALID_IDS_NAMED {
+                problems.add(
+                    "audience.recipientIds",
+                    format!(
+                        "{} more recipient ids are invalid",
+                        invalid - INVALID_IDS_NAMED
+                    ),
+                );
+            }
+            (invalid == 0).then_some(Some(unique))
         }
         (Some(_), None) => {
             problems.add(

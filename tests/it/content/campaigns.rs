@@ -358,6 +358,34 @@ async fn a_campaign_submitted_twice_at_once_is_one_campaign() {
         (status, detail_fields(&error)),
         (400, vec!["audience".to_string()])
     );
+    // Every invalid id is named (up to 100; the rest are counted).
+    let (status, error) = submit(
+        &app,
+        &campaign("bad-ids", json!({"recipientIds": ["ok", "bad id", "", 7]})),
+    )
+    .await;
+    assert_eq!(
+        (status, detail_fields(&error)),
+        (
+            400,
+            vec![
+                "audience.recipientIds.1".to_string(),
+                "audience.recipientIds.2".to_string(),
+                "audience.recipientIds.3".to_string()
+            ]
+        )
+    );
+    let many: Vec<String> = (0..250).map(|i| format!("bad id {i}")).collect();
+    let (status, error) = submit(&app, &campaign("many-bad", json!({"recipientIds": many}))).await;
+    let fields = detail_fields(&error);
+    assert_eq!((status, fields.len()), (400, 101));
+    assert_eq!(fields[100], "audience.recipientIds");
+    assert!(
+        error
+            .to_string()
+            .contains("150 more recipient ids are invalid"),
+        "{error}"
+    );
     let mut too_late = campaign("far", json!({"allRecipients": true}));
     too_late["sendAt"] = json!("2099-01-01T00:00:00Z");
     let (status, error) = submit(&app, &too_late).await;
