@@ -142,7 +142,8 @@ fn decide_all(
 
 /// The payload a template notification stores: its pinned reference, with the locale
 /// resolved (the request's, else the profile's, else the version's default, down the
-/// fallback chain), and its data; a campaign's data also gets `recipient`. `None` for a
+/// fallback chain), and its data; a campaign's data also gets `recipient` (the profile's
+/// id, addresses, locale and timezone). `None` for a
 /// literal payload, or a template not pinned (which [`super::templated::pin`] prevents).
 fn stored_payload(request: &CreateRequest, profile: Option<&audience::Profile>) -> Option<Value> {
     let template = request.template.as_ref()?;
@@ -166,6 +167,8 @@ fn stored_payload(request: &CreateRequest, profile: Option<&audience::Profile>) 
             "recipient".into(),
             json!({
                 "id": id,
+                "email": profile.and_then(|p| p.email.as_deref()),
+                "phone": profile.and_then(|p| p.phone.as_deref()),
                 "locale": profile.map(|p| p.locale.as_str()),
                 "timezone": profile.map(|p| p.timezone.name()),
             }),

@@ -137,6 +137,14 @@ async fn a_campaign_fans_out_once_per_recipient_applies_the_audience_rules_and_f
         )
         .await;
     assert_eq!(payload["data"]["recipient"]["id"], "r00002");
+    assert_eq!(
+        (
+            &payload["data"]["recipient"]["email"],
+            &payload["data"]["recipient"]["phone"]
+        ),
+        (&json!("r2@example.com"), &Value::Null),
+        "{payload}"
+    );
     let events = app
         .db
         .count(&format!(
