@@ -10,7 +10,7 @@ use crate::problems::Problems;
 use crate::provider::ses::{HEADER_LINE_MAX, is_header_name, is_header_value};
 
 const SUBJECT_MAX: usize = 998;
-const SMS_TEXT_MAX: usize = 1600;
+pub const SMS_TEXT_MAX: usize = 1600;
 const PUSH_DATA_MAX_BYTES: usize = 4096;
 const DEVICE_TOKEN_MAX: usize = 4096;
 

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::body::read_json;
 use super::error::ApiError;
+use super::payload::SMS_TEXT_MAX;
 use super::validation::is_category;
 use crate::content::templates::{self, NewVersion, TemplateCursor};
 use crate::content::{engine, locale, sms};
@@ -256,7 +257,15 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
             Ok(rendered) if channel == Channel::Sms => {
                 let text = rendered.get("text").and_then(Value::as_str).unwrap_or("");
                 let cost = sms::measure(text);
-                if cost.segments > sms_max_segments as usize {
+                let characters = text.chars().count();
+                if !(1..=SMS_TEXT_MAX).contains(&characters) {
+                    problems.add(
+                        &format!("locales.{tag}.text"),
+                        format!(
+                            "renders to {characters} characters with sampleData; an SMS is 1 to {SMS_TEXT_MAX}"
+                        ),
+                    );
+                } else if cost.segments > sms_max_segments as usize {
                     problems.add(
                         &format!("locales.{tag}.text"),
                         format!(

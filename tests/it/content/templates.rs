@@ -141,6 +141,20 @@ async fn sms_versions_record_their_cost_and_refuse_too_many_segments() {
     let found = details(&reply.body);
     assert_eq!(found[0].0, "locales.en.text");
     assert!(found[0].1[0].contains("4 segments"), "{found:?}");
+    // An SMS that renders to nothing could never be sent.
+    let empty = json!({"channel": "SMS", "defaultLocale": "en",
+                       "locales": {"en": {"text": "{{ code }}"}}, "sampleData": {"code": ""}});
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/empty/versions",
+        Some(&empty),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    let found = details(&reply.body);
+    assert_eq!(found[0].0, "locales.en.text");
+    assert!(found[0].1[0].contains("0 characters"), "{found:?}");
 }
 
 #[tokio::test]
