@@ -51,6 +51,28 @@ async fn each_item_gets_its_own_result_and_a_bad_item_fails_only_itself() {
     assert_eq!(factory::count_where(app.pool(), "true").await, 2);
 }
 
+/// An item may be as large as a single POST body (64 KiB), no larger.
+#[tokio::test]
+async fn an_item_larger_than_a_single_body_fails_only_itself() {
+    let app = TestApp::spawn().await;
+    let sized = |key: &str, bytes: usize| {
+        let mut item = item(key);
+        item["payload"] = json!({"p": ""});
+        let overhead = item.to_string().len();
+        item["payload"] = json!({"p": "a".repeat(bytes - overhead)});
+        assert_eq!(item.to_string().len(), bytes);
+        item
+    };
+    let (status, body) = app
+        .create_batch(&json!({"notifications": [sized("fits", 65_536), sized("too-big", 65_537)]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["results"][0]["status"], 201, "{body}");
+    assert_eq!(body["results"][1]["status"], 400, "{body}");
+    assert_eq!(body["results"][1]["errors"][0]["field"], "body");
+    assert_eq!(factory::count_where(app.pool(), "true").await, 1);
+}
+
 #[tokio::test]
 async fn five_thousand_items_go_in_one_call_and_more_are_refused() {
     let app = TestApp::spawn().await;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::admit::admit;
-use super::body::read_json;
+use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, FieldError};
 use super::request::CreateRequest;
 use super::validation::validate_create_for;
@@ -64,6 +64,21 @@ pub async fn create_batch(
     let mut valid: Vec<CreateRequest> = Vec::with_capacity(items.len());
     let mut valid_index: Vec<usize> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
+        if larger_than_a_single_body(item) {
+            results.push(ItemResult {
+                index,
+                status: 400,
+                id: None,
+                errors: vec![FieldError {
+                    field: "body".into(),
+                    errors: vec![format!(
+                        "a notification must be at most {BODY_LIMIT} bytes as JSON, as in \
+                         POST /notifications"
+                    )],
+                }],
+            });
+            continue;
+        }
         match validate_create_for(item, now, |c| state.providers.is_real(c)) {
             Ok(request) => {
                 valid_index.push(index);
@@ -137,6 +152,26 @@ pub async fn create_batch(
         }
     }
     Ok(Json(serde_json::json!({ "results": results })).into_response())
+}
+
+/// Whether `item` written as JSON is larger than a single `POST /notifications` body may
+/// be: a notification one route accepts, the other would refuse on a replay. Stops
+/// counting at the limit.
+fn larger_than_a_single_body(item: &Value) -> bool {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            if self.0 > BODY_LIMIT {
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Counter(0), item).is_err()
 }
 
 /// `{"notifications": [1–5000 objects]}` and nothing else.
