@@ -3,11 +3,12 @@
 -- through the profile, or to one of its addresses without one, keep no address, no
 -- payload and no error text (PENDING ones are cancelled); their attempts lose their error text (a provider
 -- may quote the address), the simulated provider its copy, the rate limit its
--- reservations; suppressions keep only the hash. One statement: all of it or none.
+-- reservations; suppressions keep only the hash. Without a profile ($3 empty), what was
+-- kept under its id goes all the same. One statement: all of it or none.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), preferences AS (
-    DELETE FROM recipient_preferences WHERE owner = $1 AND recipient_id = $2
+    DELETE FROM recipient_preferences WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), theirs AS (
     SELECT id FROM notifications
     WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = $1
@@ -36,4 +37,5 @@ WITH profile AS (
     FROM unnest($4::text[], $5::text[]) AS h(hash, channel)
     WHERE s.channel = h.channel AND s.address_hash = h.hash
 )
-SELECT (SELECT count(*) FROM profile) AS profiles, (SELECT count(*) FROM redacted) AS notifications
+SELECT (SELECT count(*) FROM profile) AS profiles, (SELECT count(*) FROM preferences) AS preferences,
+       (SELECT count(*) FROM redacted) AS notifications

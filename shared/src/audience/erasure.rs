@@ -13,7 +13,7 @@ use crate::sql::{Statement, statement};
 const LOCK: Statement = statement!("recipients/lock");
 const ERASE: Statement = statement!("recipients/erase");
 
-/// What an erasure removed; `None` when the profile did not exist.
+/// What an erasure removed; `None` when nothing was kept under the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Erased {
     pub notifications: u64,
@@ -27,18 +27,20 @@ pub async fn erase(
 ) -> Result<Option<Erased>, tokio_postgres::Error> {
     let tx = db.transaction().await?;
     let lock = LOCK.prepare(&tx).await?;
-    let Some(row) = tx.query_opt(&lock, &[&owner, &id]).await? else {
-        return Ok(None);
-    };
+    // Without a profile there are no addresses to forget, but there may still be what
+    // was kept under its id: an opt-out clicked before the profile existed, notifications
+    // suppressed for want of an address.
     let mut addresses: Vec<(Channel, String)> = Vec::new();
-    if let Some(email) = row.try_get::<_, Option<String>>("email")? {
-        addresses.push((Channel::Email, email));
-    }
-    if let Some(phone) = row.try_get::<_, Option<String>>("phone")? {
-        addresses.push((Channel::Sms, phone));
-    }
-    for token in row.try_get::<_, Vec<String>>("push_tokens")? {
-        addresses.push((Channel::Push, token));
+    if let Some(row) = tx.query_opt(&lock, &[&owner, &id]).await? {
+        if let Some(email) = row.try_get::<_, Option<String>>("email")? {
+            addresses.push((Channel::Email, email));
+        }
+        if let Some(phone) = row.try_get::<_, Option<String>>("phone")? {
+            addresses.push((Channel::Sms, phone));
+        }
+        for token in row.try_get::<_, Vec<String>>("push_tokens")? {
+            addresses.push((Channel::Push, token));
+        }
     }
     // As given and as compared (email in lower case): either may be what a row holds.
     let mut plain: Vec<String> = addresses.iter().map(|(_, a)| a.clone()).collect();
@@ -58,8 +60,13 @@ pub async fn erase(
     let row = tx
         .query_one(&erase, &[&owner, &id, &plain, &hashes, &channels])
         .await?;
+    let count = |column: &str| -> Result<u64, tokio_postgres::Error> {
+        Ok(u64::try_from(row.try_get::<_, i64>(column)?).unwrap_or(0))
+    };
+    let erased = Erased {
+        notifications: count("notifications")?,
+    };
+    let found = count("profiles")? + count("preferences")? + erased.notifications > 0;
     tx.commit().await?;
-    Ok(Some(Erased {
-        notifications: u64::try_from(row.try_get::<_, i64>("notifications")?).unwrap_or(0),
-    }))
+    Ok(found.then_some(erased))
 }

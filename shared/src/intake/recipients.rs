@@ -54,7 +54,7 @@ pub async fn get_one(
 }
 
 /// `DELETE /recipients/{recipientId}`: erasure. 204 once nothing keeps the person's
-/// addresses (see [`erasure`]).
+/// addresses (see [`erasure`]), 404 when nothing was kept under the id.
 pub async fn erase(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

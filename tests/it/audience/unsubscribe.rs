@@ -216,6 +216,25 @@ async fn an_opt_out_clicked_before_the_profile_exists_applies_once_it_does() {
     );
 }
 
+/// What was kept under an id without a profile (an opt-out clicked before it existed) is
+/// erased all the same; an id with nothing under it is a 404.
+#[tokio::test]
+async fn erasing_an_id_without_a_profile_forgets_its_opt_outs() {
+    let app = TestApp::spawn().await;
+    let token = unsubscribe_token(
+        &app,
+        json!({"channel": "EMAIL", "category": "news", "recipientId": "ghost"}),
+    )
+    .await;
+    assert_eq!(one_click(&app, &token).await.0, StatusCode::OK);
+    let kept = "SELECT count(*) FROM recipient_preferences WHERE recipient_id = 'ghost'";
+    assert_eq!(app.db.count(kept).await, 1);
+    let erase = || app.send(app.request(Method::DELETE, "/recipients/ghost"));
+    assert_eq!(erase().await.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.db.count(kept).await, 0);
+    assert_eq!(erase().await.status, StatusCode::NOT_FOUND);
+}
+
 #[tokio::test]
 async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
     let app = TestApp::spawn().await;
