@@ -14,6 +14,7 @@ use super::AppState;
 use super::admit::admit;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, FieldError};
+use super::payload::RealProviders;
 use super::request::CreateRequest;
 use super::validation::validate_create_for;
 use crate::auth::Caller;
@@ -79,7 +80,7 @@ pub async fn create_batch(
             });
             continue;
         }
-        match validate_create_for(item, now, |c| state.providers.is_real(c)) {
+        match validate_create_for(item, now, &RealProviders::of(&state.providers)) {
             Ok(request) => {
                 valid_index.push(index);
                 valid.push(request);

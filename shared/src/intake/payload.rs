@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::config::ProvidersConfig;
 use crate::notification::Channel;
 use crate::problems::Problems;
 use crate::provider::ses::{HEADER_LINE_MAX, is_header_name, is_header_value};
@@ -14,16 +15,49 @@ pub const SMS_TEXT_MAX: usize = 1600;
 const PUSH_DATA_MAX_BYTES: usize = 4096;
 const DEVICE_TOKEN_MAX: usize = 4096;
 
-/// Adds the problems of `payload` and `recipient` for `channel`'s real provider.
+/// The channels this deployment sends through a real provider, which intake checks
+/// notifications against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RealProviders {
+    email: bool,
+    sms: bool,
+    push: bool,
+    /// Whether push takes raw device tokens (SNS turns them into endpoints of
+    /// `SNS_PLATFORM_APPLICATION_ARN`), not only endpoint ARNs.
+    device_tokens: bool,
+}
+
+impl RealProviders {
+    pub fn of(config: &ProvidersConfig) -> Self {
+        RealProviders {
+            email: config.is_real(Channel::Email),
+            sms: config.is_real(Channel::Sms),
+            push: config.is_real(Channel::Push),
+            device_tokens: config.sns_platform_application_arn.is_some(),
+        }
+    }
+
+    pub fn send(&self, channel: Channel) -> bool {
+        match channel {
+            Channel::Email => self.email,
+            Channel::Sms => self.sms,
+            Channel::Push => self.push,
+        }
+    }
+}
+
+/// Adds the problems of `payload` and `recipient` (`None`: a profile's address, resolved
+/// later) for `channel`'s real provider.
 pub fn check(
     channel: Channel,
-    recipient: &str,
+    recipient: Option<&str>,
     payload: &Map<String, Value>,
+    real: &RealProviders,
     problems: &mut Problems,
 ) {
     match channel {
         Channel::Email => {
-            if !is_email_address(recipient) {
+            if recipient.is_some_and(|r| !is_email_address(r)) {
                 problems.add("recipient", "recipient must be an email address");
             }
             match payload.get("subject") {
@@ -74,7 +108,7 @@ pub fn check(
             }
         }
         Channel::Sms => {
-            if !is_e164(recipient) {
+            if recipient.is_some_and(|r| !is_e164(r)) {
                 problems.add(
                     "recipient",
                     "recipient must be an E.164 phone number (+ and 8 to 15 digits, the first not 0)",
@@ -90,11 +124,17 @@ pub fn check(
             }
         }
         Channel::Push => {
-            if !is_push_target(recipient) {
-                problems.add(
+            match recipient {
+                Some(r) if !is_push_target(r) => problems.add(
                     "recipient",
                     "recipient must be an SNS platform endpoint ARN or a device token",
-                );
+                ),
+                Some(r) if !real.device_tokens && !r.starts_with("arn:") => problems.add(
+                    "recipient",
+                    "recipient must be an SNS platform endpoint ARN: device tokens need \
+                     SNS_PLATFORM_APPLICATION_ARN, which this deployment does not set",
+                ),
+                _ => {}
             }
             let title = optional_string(payload, "title", problems);
             let body = optional_string(payload, "body", problems);
@@ -177,12 +217,30 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Every channel real, push with a platform application.
+    const ALL_REAL: RealProviders = RealProviders {
+        email: true,
+        sms: true,
+        push: true,
+        device_tokens: true,
+    };
+
     fn problems_of(channel: Channel, recipient: &str, payload: Value) -> Vec<String> {
+        problems_with(channel, Some(recipient), payload, &ALL_REAL)
+    }
+
+    fn problems_with(
+        channel: Channel,
+        recipient: Option<&str>,
+        payload: Value,
+        real: &RealProviders,
+    ) -> Vec<String> {
         let mut problems = Problems::new();
         check(
             channel,
             recipient,
             payload.as_object().expect("object"),
+            real,
             &mut problems,
         );
         problems
@@ -264,6 +322,39 @@ mod tests {
                 json!({"title": "t"})
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_device_token_needs_a_platform_application_and_a_profile_only_its_payload() {
+        let without_application = RealProviders {
+            device_tokens: false,
+            ..ALL_REAL
+        };
+        let title = || json!({"title": "t"});
+        assert_eq!(
+            problems_with(
+                Channel::Push,
+                Some("device-token"),
+                title(),
+                &without_application
+            ),
+            ["recipient"]
+        );
+        assert!(
+            problems_with(
+                Channel::Push,
+                Some("arn:aws:sns:us-east-1:123456789012:endpoint/GCM/app/0b1c"),
+                title(),
+                &without_application
+            )
+            .is_empty()
+        );
+        assert!(problems_with(Channel::Push, Some("device-token"), title(), &ALL_REAL).is_empty());
+        // A recipient id: the payload is checked, the address later.
+        assert_eq!(
+            problems_with(Channel::Email, None, json!({}), &ALL_REAL),
+            ["payload.subject", "payload.text"]
         );
     }
 }

@@ -147,9 +147,12 @@ impl PushProvider {
         {
             return Ok(known);
         }
+        // Without a platform application only this notification cannot go (endpoint ARNs
+        // still can), so the channel does not pause: it fails, and a redrive sends it once
+        // SNS_PLATFORM_APPLICATION_ARN is set. Intake refuses such a recipient up front.
         let Some(application) = &self.platform_application_arn else {
-            return Err(ProviderOutcome::Misconfigured(
-                "A device token needs SNS_PLATFORM_APPLICATION_ARN".into(),
+            return Err(ProviderOutcome::Permanent(
+                "A device token needs SNS_PLATFORM_APPLICATION_ARN, which is not set".into(),
             ));
         };
         let created = self

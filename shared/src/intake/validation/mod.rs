@@ -10,6 +10,7 @@ pub use timing::{SEND_AT_HORIZON_DAYS, TTL_SECONDS_MAX};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use super::payload::RealProviders;
 use super::request::{CreateRequest, RequestTarget};
 use crate::notification::{Channel, Class, Priority};
 use crate::problems::{FieldError, Problems};
@@ -85,15 +86,15 @@ pub fn category(value: Option<&Value>, problems: &mut Problems) -> Option<String
 /// Validates one create body for channels that all go to the simulated provider. `now`
 /// bounds `sendAt` (at most 365 days ahead).
 pub fn validate_create(body: &Value, now: DateTime<Utc>) -> Result<CreateRequest, Vec<FieldError>> {
-    validate_create_for(body, now, |_| false)
+    validate_create_for(body, now, &RealProviders::default())
 }
 
-/// Validates one create body; a channel for which `real` is true must also carry what its
-/// real provider needs (see [`super::payload`]).
+/// Validates one create body; a channel `real` says a real provider sends must also carry
+/// what that provider needs (see [`super::payload`]).
 pub fn validate_create_for(
     body: &Value,
     now: DateTime<Utc>,
-    real: impl Fn(Channel) -> bool,
+    real: &RealProviders,
 ) -> Result<CreateRequest, Vec<FieldError>> {
     let mut problems = Problems::new();
     let Some(object) = body.as_object() else {
@@ -216,12 +217,15 @@ pub fn validate_create_for(
     let category = category(object.get("category"), &mut problems);
     let expiry = expiry(object, now, due, &mut problems);
 
-    if let (Some(RequestTarget::Address(recipient)), Some(channel), Some(Value::Object(fields))) =
-        (&target, channel, &payload)
-        && real(channel)
+    if let (Some(target), Some(channel), Some(Value::Object(fields))) = (&target, channel, &payload)
+        && real.send(channel)
         && template.is_none()
     {
-        super::payload::check(channel, recipient, fields, &mut problems);
+        let recipient = match target {
+            RequestTarget::Address(recipient) => Some(recipient.as_str()),
+            RequestTarget::Profile(_) => None,
+        };
+        super::payload::check(channel, recipient, fields, real, &mut problems);
     }
 
     match (
@@ -296,6 +300,40 @@ mod tests {
 
     fn fields(errors: &[FieldError]) -> Vec<&str> {
         errors.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    #[test]
+    fn a_real_provider_checks_a_profiles_payload_and_push_tokens_need_an_application() {
+        let config = |vars: &[(&str, &str)]| {
+            let mut all: std::collections::HashMap<String, String> = [
+                ("EMAIL_PROVIDER", "ses"),
+                ("SES_FROM_ADDRESS", "sender@example.com"),
+                ("PUSH_PROVIDER", "sns"),
+            ]
+            .iter()
+            .chain(vars)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            all.insert("DATABASE_URL".into(), "postgres://localhost/x".into());
+            let config = crate::config::Config::from_vars(all).expect("config");
+            RealProviders::of(&config.providers)
+        };
+        let real = config(&[]);
+        let to_profile = json!({"recipientId": "ada", "channel": "EMAIL", "payload": {},
+                                "priority": "HIGH", "idempotencyKey": "k", "delaySeconds": 60});
+        let errors = validate_create_for(&to_profile, now(), &real).expect_err("no subject");
+        assert_eq!(fields(&errors), ["payload.subject", "payload.text"]);
+
+        let to_token = json!({"recipient": "device-token", "channel": "PUSH",
+                              "payload": {"title": "t"}, "priority": "HIGH",
+                              "idempotencyKey": "k", "delaySeconds": 60});
+        let errors = validate_create_for(&to_token, now(), &real).expect_err("no application");
+        assert_eq!(fields(&errors), ["recipient"]);
+        let with_application = config(&[(
+            "SNS_PLATFORM_APPLICATION_ARN",
+            "arn:aws:sns:us-east-1:123456789012:app/GCM/notify",
+        )]);
+        assert!(validate_create_for(&to_token, now(), &with_application).is_ok());
     }
 
     #[test]
