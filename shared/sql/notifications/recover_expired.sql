@@ -1,10 +1,14 @@
 -- Returns up to $2 expired claims to the queue ($1: the lease in seconds, for the error
 -- text). A claim that expired on its final attempt gets one reconciliation attempt (the
 -- provider may have delivered; resending with the same key confirms it); a second expiry
--- dead-letters it, with its webhook event in the same statement.
+-- dead-letters it, with its webhook event in the same statement. The attempt the claim
+-- spent gets its row in the attempt history (TEMPORARY: the answer, if the provider was
+-- called at all, was never recorded), from the claim to now, under the worker that held it.
 -- Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
 WITH expired AS (
-    SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
+    SELECT q.id, n.attempt_count, coalesce(n.claimed_by, 'unknown') AS worker,
+           n.updated_at AS claimed_at
+    FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.status = 'PROCESSING' AND q.lease_expires_at < now() AND n.status = 'PROCESSING'
     ORDER BY q.lease_expires_at LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED
 ), recovered AS (
@@ -23,6 +27,12 @@ WITH expired AS (
         claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired WHERE n.id = expired.id
     RETURNING n.id, n.status, n.attempt_count, n.redrive_count
+), attempts AS (
+    INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at, finished_at,
+                                   outcome, error)
+    SELECT e.id, e.attempt_count, e.worker, e.claimed_at, now(), 'TEMPORARY',
+           'Claim expired after ' || $1::int8 || 's without completion'
+    FROM expired e JOIN recovered r ON r.id = e.id
 ), events AS (
     INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
                                 redrive_generation, occurred_at)

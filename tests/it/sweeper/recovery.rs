@@ -164,6 +164,26 @@ async fn a_claim_that_expires_on_its_final_attempt_gets_one_reconciliation_attem
         [("DEAD_LETTERED".into(), 2)]
     );
 
+    // Each expired claim left its attempt in the history, under the worker that held it.
+    let attempts: Vec<(i32, String, String)> = conn
+        .query(
+            "SELECT attempt, worker, outcome FROM delivery_attempts
+             WHERE notification_id = $1 AND started_at <= finished_at ORDER BY id",
+            &[&n.id],
+        )
+        .await
+        .expect("attempts")
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (1, "doomed-1".to_string(), "TEMPORARY".to_string()),
+            (2, "doomed-2".to_string(), "TEMPORARY".to_string())
+        ]
+    );
+
     // Nothing left to recover or claim.
     let recovered = queue::recover_expired(&conn, LEASE, 1000)
         .await
