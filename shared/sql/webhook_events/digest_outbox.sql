@@ -21,7 +21,10 @@ SELECT (SELECT min(e.next_dispatch_at) FROM webhook_events e
         WHERE e.dispatch_state IN ('PENDING', 'DISPATCHING') AND e.next_dispatch_at <= now()) AS oldest_due,
        (SELECT count(*) FROM given_up)::int8 AS given_up,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'endpointId', d.endpoint_id, 'url', w.url, 'count', d.count, 'since', d.since,
+                   'endpointId', d.endpoint_id, 'url', w.url, 'count', d.count,
+                   -- The API's time format; cut (not rounded) to the millisecond, so a
+                   -- replay from it still takes the first event.
+                   'since', to_char(d.since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                    'topErrors', (SELECT coalesce(jsonb_agg(jsonb_build_object('error', r.error,
                                                                               'count', r.count)
                                                            ORDER BY r.rank), '[]'::jsonb)

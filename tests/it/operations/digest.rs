@@ -245,7 +245,10 @@ async fn a_late_outbox_and_given_up_events_are_findings() {
         evidence["topErrors"],
         json!([{"error": "HTTP 500", "count": 1}])
     );
-    assert!(evidence["since"].is_string(), "{evidence}");
+    // The API's time format: UTC with milliseconds.
+    let since = evidence["since"].as_str().unwrap_or_default();
+    assert!(since.len() == 24 && since.ends_with('Z'), "{evidence}");
+    assert_eq!(findings[0]["request"]["body"]["since"], since);
     assert_eq!(findings[0]["request"]["path"], "/webhook-events/retry");
     assert!(findings[0]["request"]["body"].get("endpointId").is_none());
 
