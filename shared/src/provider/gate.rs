@@ -3,14 +3,16 @@
 //! from bulk work, none started once the sweeper is stopping, and each under the
 //! provider time limit.
 
+use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use chrono::Utc;
+use uuid::Uuid;
 
 use super::{Attempt, Call, Delivery, ProviderOutcome};
 use crate::domain::Class;
@@ -166,6 +168,9 @@ pub struct Gate {
     timeout: Duration,
     /// The bulk places taken with the batch's claim.
     tickets: BulkTickets,
+    /// The deliveries that got a place, recorded under the same lock as the stop check,
+    /// so once the sweeper is stopping it can tell which ones never will start.
+    started: Arc<Mutex<HashSet<Uuid>>>,
 }
 
 impl Gate {
@@ -176,6 +181,7 @@ impl Gate {
             stop,
             timeout,
             tickets: BulkTickets::default(),
+            started: Arc::default(),
         }
     }
 
@@ -190,9 +196,9 @@ impl Gate {
         self.timeout
     }
 
-    /// Waits for a free place for a delivery of `class`; `None` when the sweeper stops
+    /// Waits for a free place for delivery `key` of `class`; `None` when the sweeper stops
     /// first, so the delivery is never started and its claim goes back untried.
-    pub async fn start(&self, class: Class) -> Option<Place<'_>> {
+    pub async fn start(&self, key: Uuid, class: Class) -> Option<Place<'_>> {
         if self.stop.is_stopped() {
             return None;
         }
@@ -216,7 +222,17 @@ impl Gate {
             () = self.stop.stopped() => return None,
         };
         // A stop that came while waiting wins: the place is handed on unused.
-        (!self.stop.is_stopped()).then_some(place)
+        let mut started = lock(&self.started);
+        if self.stop.is_stopped() {
+            return None;
+        }
+        started.insert(key);
+        Some(place)
+    }
+
+    /// Once the sweeper is stopping: the deliveries that started. No other will.
+    pub fn started(&self) -> HashSet<Uuid> {
+        lock(&self.started).clone()
     }
 
     /// Runs `call` for every delivery of a per-message provider, each once it passes the
@@ -231,14 +247,18 @@ impl Gate {
         // for every lifetime the provider's boxed future needs.
         let mut calls = futures::stream::FuturesOrdered::new();
         for delivery in batch {
-            calls.push_back(self.attempt(delivery.class, call(delivery)));
+            calls.push_back(self.attempt(delivery, call(delivery)));
         }
         calls.collect().await
     }
 
     /// One delivery: a place at the gate, then the call under the time limit.
-    async fn attempt(&self, class: Class, call: impl Future<Output = ProviderOutcome>) -> Attempt {
-        let Some(_place) = self.start(class).await else {
+    async fn attempt(
+        &self,
+        delivery: &Delivery<'_>,
+        call: impl Future<Output = ProviderOutcome>,
+    ) -> Attempt {
+        let Some(_place) = self.start(delivery.key, delivery.class).await else {
             return Attempt::NotStarted;
         };
         let started_at = Utc::now();
@@ -264,6 +284,13 @@ impl Gate {
             self.timeout.as_millis()
         ))
     }
+}
+
+/// A lock whose holder cannot leave it inconsistent (a set insert, a clone).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -334,6 +361,7 @@ mod tests {
                 None,
             ]
         );
+        assert_eq!(gate.started(), HashSet::from([deliveries[0].key]));
     }
 
     #[tokio::test]
@@ -341,21 +369,33 @@ mod tests {
         let gate = Gate::new(Places::new(4), StopSignal::never(), Duration::from_secs(5));
         let mut held = Vec::new();
         for _ in 0..3 {
-            held.push(gate.start(Class::Bulk).await.expect("a bulk place"));
+            held.push(
+                gate.start(Uuid::new_v4(), Class::Bulk)
+                    .await
+                    .expect("a bulk place"),
+            );
         }
-        let fourth_bulk =
-            tokio::time::timeout(Duration::from_millis(100), gate.start(Class::Bulk)).await;
+        let fourth_bulk = tokio::time::timeout(
+            Duration::from_millis(100),
+            gate.start(Uuid::new_v4(), Class::Bulk),
+        )
+        .await;
         assert!(fourth_bulk.is_err(), "bulk work took the kept place");
-        let transactional =
-            tokio::time::timeout(Duration::from_millis(100), gate.start(Class::Transactional))
-                .await;
+        let transactional = tokio::time::timeout(
+            Duration::from_millis(100),
+            gate.start(Uuid::new_v4(), Class::Transactional),
+        )
+        .await;
         assert!(
             matches!(transactional, Ok(Some(_))),
             "no place for transactional work"
         );
         drop(held.pop());
-        let bulk_again =
-            tokio::time::timeout(Duration::from_millis(100), gate.start(Class::Bulk)).await;
+        let bulk_again = tokio::time::timeout(
+            Duration::from_millis(100),
+            gate.start(Uuid::new_v4(), Class::Bulk),
+        )
+        .await;
         assert!(
             matches!(bulk_again, Ok(Some(_))),
             "a freed bulk place was not handed on"
@@ -376,7 +416,10 @@ mod tests {
 
         let gate = Gate::new(places.clone(), StopSignal::never(), Duration::from_secs(5))
             .with_tickets(tickets.clone());
-        let place = gate.start(Class::Bulk).await.expect("a place");
+        let place = gate
+            .start(Uuid::new_v4(), Class::Bulk)
+            .await
+            .expect("a place");
         assert_eq!(tickets.count(), 3, "the delivery spent one ticket");
         drop(place);
         let waiting = places.take_bulk(100);

@@ -150,7 +150,7 @@ impl Provider for SimulatedProvider {
             // Each call ends with the time the "provider" took the message, or early
             // with what became of it.
             let calls = batch.iter().map(|delivery| async {
-                let Some(_place) = gate.start(delivery.class).await else {
+                let Some(_place) = gate.start(delivery.key, delivery.class).await else {
                     return Err(Attempt::NotStarted);
                 };
                 let started_at = Utc::now();

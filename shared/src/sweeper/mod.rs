@@ -358,7 +358,22 @@ impl Sweeper {
             self.config.provider_timeout,
         )
         .with_tickets(tickets);
-        let attempts = self.deliver(&held, &payloads, &gate).await;
+        let delivering = self.deliver(&held, &payloads, &gate);
+        tokio::pin!(delivering);
+        let attempts = tokio::select! {
+            attempts = &mut delivering => attempts,
+            () = stop.stopped() => {
+                // What has not started never will: it goes back now, not once the calls
+                // still running end (a stop may not outlast them). Released twice, a
+                // claim changes nothing the second time: its token is gone.
+                let started = gate.started();
+                let waiting: Vec<&Claimed> =
+                    held.iter().copied().filter(|c| !started.contains(&c.id)).collect();
+                let (released, attempts) = tokio::join!(self.release(&waiting), &mut delivering);
+                outcome.released += released;
+                attempts
+            }
+        };
         let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
         for (claim, call) in &unrenderable {
             let disposition = self.dispose(claim, &call.outcome);

@@ -73,13 +73,14 @@ async fn an_inserted_due_notification_wakes_an_idle_sweeper_long_before_its_next
 }
 
 /// With one place at the gate, the batch's deliveries go one after the other; a stop while
-/// the first is at the provider lets it finish and be recorded, and hands the others back
-/// untried: PENDING, due now, their attempt refunded, no event.
+/// the first is at the provider hands the others back untried at once (PENDING, due now,
+/// their attempt refunded, no event), and lets the first finish and be recorded.
 #[tokio::test]
 async fn a_stop_in_the_middle_of_a_batch_records_what_started_and_releases_the_rest_untried() {
     let db = TestDb::new().await;
     let created = factory::create_many(&db.pool, 3, |_| Spec::default()).await;
-    let provider = Arc::new(Slow::new(Duration::from_millis(300)));
+    let call = Duration::from_secs(2);
+    let provider = Arc::new(Slow::new(call));
     let sweeper = worker::sweeper(&db.pool, provider.clone())
         .config(worker_config().concurrency(1))
         .build();
@@ -87,7 +88,25 @@ async fn a_stop_in_the_middle_of_a_batch_records_what_started_and_releases_the_r
     let (handle, stop) = StopSignal::new();
     let step = tokio::spawn(async move { sweeper.sweep_once(&stop).await });
     provider.wait_started(1).await;
+    let stopped_at = Instant::now();
     handle.stop();
+    // The two that never started go back while the first is still at the provider.
+    loop {
+        let back =
+            factory::count_where(&db.pool, "status = 'PENDING' AND claim_token IS NULL").await;
+        if back == 2 {
+            break;
+        }
+        assert!(
+            stopped_at.elapsed() < call / 2,
+            "the untried claims were not released while the call ran"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        factory::count_where(&db.pool, "status = 'PROCESSING'").await,
+        1
+    );
     let outcome = tokio::time::timeout(Duration::from_secs(10), step)
         .await
         .expect("the step ends in time")
