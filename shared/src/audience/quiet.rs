@@ -76,11 +76,17 @@ mod tests {
         DateTime::parse_from_rfc3339(text).expect("time").to_utc()
     }
 
-    fn night() -> QuietHours {
+    /// The window from `start` to `end`, each (hour, minute).
+    fn window(start: (u32, u32), end: (u32, u32)) -> QuietHours {
+        let at = |(hour, minute)| NaiveTime::from_hms_opt(hour, minute, 0).expect("time");
         QuietHours {
-            start: NaiveTime::from_hms_opt(22, 0, 0).expect("time"),
-            end: NaiveTime::from_hms_opt(8, 0, 0).expect("time"),
+            start: at(start),
+            end: at(end),
         }
+    }
+
+    fn night() -> QuietHours {
+        window((22, 0), (8, 0))
     }
 
     #[test]
@@ -131,10 +137,7 @@ mod tests {
     #[test]
     fn an_end_in_a_daylight_saving_gap_is_the_first_instant_after_it() {
         let new_york: Tz = "America/New_York".parse().expect("zone");
-        let until_half_past_two = QuietHours {
-            start: NaiveTime::from_hms_opt(1, 0, 0).expect("time"),
-            end: NaiveTime::from_hms_opt(2, 30, 0).expect("time"),
-        };
+        let until_half_past_two = window((1, 0), (2, 30));
         // 02:30 does not exist on 8 March 2026: the window ends at 03:00 EDT (07:00 UTC).
         assert_eq!(
             deferred(utc("2026-03-08T06:30:00Z"), new_york, until_half_past_two),
@@ -145,10 +148,7 @@ mod tests {
     #[test]
     fn a_due_time_in_the_repeated_hour_waits_for_the_end_that_follows_it() {
         let new_york: Tz = "America/New_York".parse().expect("zone");
-        let quarter_past_to_quarter_to = QuietHours {
-            start: NaiveTime::from_hms_opt(1, 15, 0).expect("time"),
-            end: NaiveTime::from_hms_opt(1, 45, 0).expect("time"),
-        };
+        let quarter_past_to_quarter_to = window((1, 15), (1, 45));
         // 7 November 2027, 02:00 EDT → 01:00 EST: 01:00–02:00 happens twice. Due at the
         // second 01:20 (EST, 06:20 UTC): the window ends at the second 01:45, 06:45 UTC,
         // not the first (05:45 UTC, before the due time).
@@ -170,19 +170,13 @@ mod tests {
             Some(utc("2027-11-07T05:45:00Z"))
         );
         // A window across midnight whose end falls in the repeated hour.
-        let until_half_past_one = QuietHours {
-            start: NaiveTime::from_hms_opt(22, 0, 0).expect("time"),
-            end: NaiveTime::from_hms_opt(1, 30, 0).expect("time"),
-        };
+        let until_half_past_one = window((22, 0), (1, 30));
         assert_eq!(
             deferred(utc("2027-11-07T06:10:00Z"), new_york, until_half_past_one),
             Some(utc("2027-11-07T06:30:00Z"))
         );
         let london: Tz = "Europe/London".parse().expect("zone");
-        let ten_past_to_twenty_to = QuietHours {
-            start: NaiveTime::from_hms_opt(1, 10, 0).expect("time"),
-            end: NaiveTime::from_hms_opt(1, 40, 0).expect("time"),
-        };
+        let ten_past_to_twenty_to = window((1, 10), (1, 40));
         // 31 October 2027, 02:00 BST → 01:00 GMT; the second 01:20 is 01:20 UTC.
         assert_eq!(
             deferred(utc("2027-10-31T01:20:00Z"), london, ten_past_to_twenty_to),

@@ -141,3 +141,12 @@ pub async fn one_click(app: &TestApp, token: &str) -> (StatusCode, Value) {
     .await
     .pair()
 }
+
+/// Makes the link for `request` and clicks it as a mail client would; the token, to click
+/// again.
+pub async fn click_new_link(app: &TestApp, request: Value) -> String {
+    let token = unsubscribe_token(app, request).await;
+    let (status, body) = one_click(app, &token).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    token
+}

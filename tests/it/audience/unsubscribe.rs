@@ -16,7 +16,7 @@ use notify_tests::worker::{self, worker_config};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{notification, one_click, put_profile, unsubscribe_token};
+use super::{click_new_link, notification, one_click, put_profile, unsubscribe_token};
 use crate::delivery::{self, ses_only};
 
 async fn preferences(app: &TestApp, id: &str) -> Value {
@@ -163,13 +163,11 @@ async fn a_get_shows_a_page_and_changes_nothing_and_a_repeat_is_harmless() {
 #[tokio::test]
 async fn an_opt_out_clicked_before_the_profile_exists_applies_once_it_does() {
     let app = TestApp::spawn().await;
-    let token = unsubscribe_token(
+    let token = click_new_link(
         &app,
         json!({"channel": "SMS", "category": "promo", "recipientId": "later"}),
     )
     .await;
-    let (status, body) = one_click(&app, &token).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
     put_profile(&app, "later", json!({"phone": "+15550001111"})).await;
     assert_eq!(
         preferences(&app, "later").await["categories"]["promo"]["SMS"],
@@ -221,12 +219,11 @@ async fn an_opt_out_clicked_before_the_profile_exists_applies_once_it_does() {
 #[tokio::test]
 async fn erasing_an_id_without_a_profile_forgets_its_opt_outs() {
     let app = TestApp::spawn().await;
-    let token = unsubscribe_token(
+    click_new_link(
         &app,
         json!({"channel": "EMAIL", "category": "news", "recipientId": "ghost"}),
     )
     .await;
-    assert_eq!(one_click(&app, &token).await.0, StatusCode::OK);
     let kept = "SELECT count(*) FROM recipient_preferences WHERE recipient_id = 'ghost'";
     assert_eq!(app.db.count(kept).await, 1);
     let erase = || app.send(app.request(Method::DELETE, "/recipients/ghost"));
@@ -293,12 +290,11 @@ async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
 #[tokio::test]
 async fn an_address_only_link_suppresses_the_address() {
     let app = TestApp::spawn().await;
-    let token = unsubscribe_token(
+    click_new_link(
         &app,
         json!({"channel": "EMAIL", "category": "news", "address": "Eve@Example.com"}),
     )
     .await;
-    assert_eq!(one_click(&app, &token).await.0, StatusCode::OK);
     let (_, list) = app
         .send(app.request(
             Method::GET,
