@@ -185,12 +185,14 @@ impl Provider for SimulatedProvider {
                 .into_iter()
                 .map(|call| match call {
                     Err(attempt) => attempt,
-                    Ok((started_at, _)) => Attempt::Finished(Call {
+                    // The call ended when the "provider" took the message, not when the
+                    // batch's last call let the store answer for all of them.
+                    Ok((started_at, taken_at)) => Attempt::Finished(Call {
                         outcome: stored.next().unwrap_or_else(|| {
                             ProviderOutcome::Temporary("simulated provider lost a result".into())
                         }),
                         started_at,
-                        finished_at: Utc::now(),
+                        finished_at: taken_at,
                     }),
                 })
                 .collect()

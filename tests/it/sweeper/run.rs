@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use notify_shared::config::MockProviderConfig;
 use notify_shared::notification::Status;
+use notify_shared::provider::simulated::SimulatedProvider;
 use notify_shared::queue::Due;
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper;
@@ -148,6 +150,51 @@ async fn a_stop_in_the_middle_of_a_batch_records_what_started_and_releases_the_r
         1,
         "one event, for the one sent"
     );
+}
+
+/// The simulated provider's calls each end when it takes the message: with one place at
+/// the gate the three calls of a batch follow one another, and none is said to have lasted
+/// until the batch's last one ended.
+#[tokio::test]
+async fn each_simulated_call_ends_when_its_message_is_taken() {
+    let db = TestDb::new().await;
+    factory::create_many(&db.pool, 3, |_| Spec::default()).await;
+    let latency = Duration::from_millis(200);
+    let provider = SimulatedProvider::new(
+        db.pool.clone(),
+        MockProviderConfig {
+            failure_rate: 0.0,
+            latency,
+        },
+        Arc::new(Fixed(0.0)),
+    );
+    let sweeper = worker::sweeper(&db.pool, Arc::new(provider))
+        .config(worker_config().concurrency(1))
+        .build();
+    let outcome = sweeper
+        .sweep_once(&StopSignal::never())
+        .await
+        .expect("step");
+    assert_eq!(outcome.sent, 3, "{outcome:?}");
+    let conn = db.pool.get().await.expect("connection");
+    let spans: Vec<f64> = conn
+        .query(
+            "SELECT extract(epoch FROM finished_at - started_at)::float8 FROM delivery_attempts
+             ORDER BY started_at",
+            &[],
+        )
+        .await
+        .expect("attempts")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(spans.len(), 3);
+    for span in spans {
+        assert!(
+            (0.19..0.39).contains(&span),
+            "a call of {latency:?} lasted {span} s"
+        );
+    }
 }
 
 /// Runs the sweeper loop with `config` over `count` due notifications and a provider
