@@ -7,7 +7,7 @@
 -- Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
 WITH expired AS (
     SELECT q.id, n.attempt_count, coalesce(n.claimed_by, 'unknown') AS worker,
-           n.updated_at AS claimed_at
+           n.lease_expires_at - $1::int8 * interval '1 second' AS claimed_at
     FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.status = 'PROCESSING' AND q.lease_expires_at < now() AND n.status = 'PROCESSING'
     ORDER BY q.lease_expires_at LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED

@@ -10,8 +10,10 @@ WITH profile AS (
 ), preferences AS (
     DELETE FROM recipient_preferences WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), theirs AS (
+    -- Redacted by an earlier erasure: nothing left to forget.
     SELECT id FROM notifications
     WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = $1
+      AND recipient <> '[erased]'
       AND (recipient_id = $2
            OR (recipient_id IS NULL AND (recipient = ANY($3) OR lower(recipient) = ANY($3))))
 ), redacted AS (

@@ -149,7 +149,8 @@ impl PushProvider {
         }
         // Without a platform application only this notification cannot go (endpoint ARNs
         // still can), so the channel does not pause: it fails, and a redrive sends it once
-        // SNS_PLATFORM_APPLICATION_ARN is set. Intake refuses such a recipient up front.
+        // SNS_PLATFORM_APPLICATION_ARN is set. Intake refuses such a recipient given as an
+        // address; one taken from a profile's push tokens fails here.
         let Some(application) = &self.platform_application_arn else {
             return Err(ProviderOutcome::Permanent(
                 "A device token needs SNS_PLATFORM_APPLICATION_ARN, which is not set".into(),

@@ -114,6 +114,11 @@ impl Sweeper {
     /// that cannot serve in time under load is the usual cause); what still cannot be
     /// released is recovered when its lease expires.
     pub(super) async fn release(&self, claimed: &[&Claimed]) -> u64 {
+        self.release_tries(claimed, RELEASE_TRIES).await
+    }
+
+    /// [`Self::release`] with at most `most` tries.
+    pub(super) async fn release_tries(&self, claimed: &[&Claimed], most: u32) -> u64 {
         if claimed.is_empty() {
             return 0;
         }
@@ -129,7 +134,7 @@ impl Sweeper {
             };
             match released {
                 Ok(count) => return count,
-                Err(error) if tries < RELEASE_TRIES => {
+                Err(error) if tries < most => {
                     tracing::debug!(error = %crate::telemetry::describe(&error), "could not release claims; retrying");
                     tokio::time::sleep(RELEASE_RETRY_PAUSE).await;
                 }

@@ -364,12 +364,16 @@ impl Sweeper {
             attempts = &mut delivering => attempts,
             () = stop.stopped() => {
                 // What has not started never will: it goes back now, not once the calls
-                // still running end (a stop may not outlast them). Released twice, a
-                // claim changes nothing the second time: its token is gone.
+                // still running end (a stop may not outlast them). One try only, so the
+                // record of what did run is not held up by it: a claim it could not
+                // release is released again after the calls, with the other retries.
+                // Released twice, a claim changes nothing the second time: its token is
+                // gone.
                 let started = gate.started();
                 let waiting: Vec<&Claimed> =
                     held.iter().copied().filter(|c| !started.contains(&c.id)).collect();
-                let (released, attempts) = tokio::join!(self.release(&waiting), &mut delivering);
+                let (released, attempts) =
+                    tokio::join!(self.release_tries(&waiting, 1), &mut delivering);
                 outcome.released += released;
                 attempts
             }

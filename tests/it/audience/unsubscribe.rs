@@ -227,8 +227,28 @@ async fn erasing_an_id_without_a_profile_forgets_its_opt_outs() {
     let kept = "SELECT count(*) FROM recipient_preferences WHERE recipient_id = 'ghost'";
     assert_eq!(app.db.count(kept).await, 1);
     let erase = || app.send(app.request(Method::DELETE, "/recipients/ghost"));
+    // A notification suppressed for want of an address is kept under the id too.
+    let (status, created) = app
+        .send(
+            app.request(Method::POST, "/notifications")
+                .json(&notification(
+                    "to-ghost",
+                    json!({"recipientId": "ghost"}),
+                    "EMAIL",
+                    "TRANSACTIONAL",
+                    "news",
+                    60,
+                )),
+        )
+        .await
+        .pair();
+    assert_eq!(
+        (status, &created["suppressedReason"]),
+        (StatusCode::CREATED, &json!("NO_ADDRESS"))
+    );
     assert_eq!(erase().await.status, StatusCode::NO_CONTENT);
     assert_eq!(app.db.count(kept).await, 0);
+    // Once redacted, nothing is left under the id.
     assert_eq!(erase().await.status, StatusCode::NOT_FOUND);
 }
 

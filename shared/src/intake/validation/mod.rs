@@ -39,7 +39,6 @@ const FIELDS: [&str; 14] = [
     "locale",
 ];
 
-/// `^[a-z0-9][a-z0-9_.-]{0,63}$`: a category (and a template id).
 /// A UUID in its one spelling on the wire, `8-4-4-4-12` hex digits: the braced, `urn:uuid:`
 /// and hyphen-less forms the uuid crate also reads are refused, so an id has one text form.
 pub fn uuid(text: &str) -> Option<uuid::Uuid> {
@@ -50,6 +49,7 @@ pub fn uuid(text: &str) -> Option<uuid::Uuid> {
     }
 }
 
+/// `^[a-z0-9][a-z0-9_.-]{0,63}$`: a category (and a template id).
 pub fn is_category(text: &str) -> bool {
     let bytes = text.as_bytes();
     (1..=64).contains(&bytes.len())
