@@ -14,7 +14,6 @@ use super::AppState;
 use super::admit::admit;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, FieldError};
-use super::payload::RealProviders;
 use super::request::CreateRequest;
 use super::validation::validate_create_for;
 use crate::auth::Caller;
@@ -80,7 +79,7 @@ pub async fn create_batch(
             });
             continue;
         }
-        match validate_create_for(item, now, &RealProviders::of(&state.providers)) {
+        match validate_create_for(item, now, &state.real_providers) {
             Ok(request) => {
                 valid_index.push(index);
                 valid.push(request);

@@ -12,7 +12,6 @@ use uuid::Uuid;
 use super::AppState;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
-use super::payload::RealProviders;
 use super::request::RequestTarget;
 use super::validation::{self, RECIPIENT_MAX, validate_create_for};
 use crate::auth::Caller;
@@ -33,12 +32,8 @@ pub async fn create(
     let body = read_json(&headers, body, BODY_LIMIT)
         .await?
         .unwrap_or(Value::Null);
-    let request = validate_create_for(
-        &body,
-        chrono::Utc::now(),
-        &RealProviders::of(&state.providers),
-    )
-    .map_err(ApiError::validation)?;
+    let request = validate_create_for(&body, chrono::Utc::now(), &state.real_providers)
+        .map_err(ApiError::validation)?;
     let db = state.pool.get().await?;
     let request = if request.template.is_some() {
         match super::templated::pin(&db, vec![request]).await?.pop() {

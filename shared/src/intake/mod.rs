@@ -37,6 +37,7 @@ use crate::auth::{Authenticator, Refusal, Scope};
 use crate::config::{AudienceConfig, Config, ProvidersConfig};
 use crate::webhook::destination::DestinationPolicy;
 use error::ApiError;
+use payload::RealProviders;
 
 pub use middleware::request_id_for;
 pub use request::CreateRequest;
@@ -51,6 +52,8 @@ pub struct AppState {
     /// Which provider sends each channel, and the circuit breaker's window, for
     /// `GET /providers`.
     pub providers: ProvidersConfig,
+    /// The channels a real provider sends, which intake checks notifications against.
+    pub real_providers: RealProviders,
     /// The key of unsubscribe links and suppression hashes, and where links point.
     pub audience: AudienceConfig,
     /// The SSRF rules webhook endpoints are registered under.
@@ -69,6 +72,7 @@ impl AppState {
             max_attempts: config.retry.max_attempts(),
             auth,
             providers: config.providers.clone(),
+            real_providers: RealProviders::of(&config.providers),
             audience: config.audience.clone(),
             webhooks: config.webhook.destinations(),
             sms_max_segments: config.sms_max_segments,
