@@ -145,11 +145,9 @@ impl BulkTickets {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+    fn lock(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
         // A panic while holding this lock leaves only a count behind: still usable.
-        self.held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.held)
     }
 }
 
