@@ -16,14 +16,16 @@ use crate::sql::{Statement, statement};
 
 const CONFIGURE: Statement = statement!("token_buckets/configure");
 const REMOVE: Statement = statement!("token_buckets/remove");
+const FORGET_HEALTH: Statement = statement!("channel_health/forget");
 const READ_BUCKETS: Statement = statement!("token_buckets/read");
 const OBSERVE: Statement = statement!("channel_health/observe");
 const READ_HEALTH: Statement = statement!("channel_health/read");
 
 /// Writes the configured rates of the channels sent by real providers (`paced`); a
-/// channel without a rate loses its buckets. Every process should run with the same
-/// rates: the last to start wins.
-pub async fn configure_rates(
+/// channel without a rate loses its buckets, and a channel the simulated provider sends
+/// loses any circuit or pause a real provider left. Every process should run with the
+/// same providers and rates: the last to start wins.
+pub async fn configure_channels(
     db: &impl GenericClient,
     rates: &[Option<ChannelRate>; 3],
     paced: impl Fn(Channel) -> bool,
@@ -39,6 +41,10 @@ pub async fn configure_rates(
                 let statement = REMOVE.prepare(db).await?;
                 db.execute(&statement, &[&channel]).await?;
             }
+        }
+        if !paced(channel) {
+            let statement = FORGET_HEALTH.prepare(db).await?;
+            db.execute(&statement, &[&channel]).await?;
         }
     }
     Ok(())

@@ -108,7 +108,7 @@ impl Sweeper {
     pub async fn start(pool: &Pool, config: &Config) -> Self {
         let providers = ChannelProviders::from_config(pool, config).await;
         let configured = match pool.get().await {
-            Ok(db) => channel::configure_rates(&db, &config.providers.rates, |channel| {
+            Ok(db) => channel::configure_channels(&db, &config.providers.rates, |channel| {
                 providers.is_real_for(channel)
             })
             .await
@@ -116,7 +116,7 @@ impl Sweeper {
             Err(error) => Err(error.into()),
         };
         if let Err(error) = configured {
-            tracing::warn!(error = %crate::telemetry::describe(&error), "could not write the channels' rates; the last ones written stay in force");
+            tracing::warn!(error = %crate::telemetry::describe(&error), "could not write the channels' rates and health; the last ones written stay in force");
         }
         Self::from_config(pool, config, providers)
     }

@@ -89,7 +89,7 @@ async fn providers_show_each_channels_provider_budgets_circuit_and_pause() {
     let conn = app.db.pool.get().await.expect("connection");
     let stub = AwsStub::start().await.expect("stub");
     let providers = ses_only(&app.db.pool, &stub.url()).await;
-    channel::configure_rates(
+    channel::configure_channels(
         &conn,
         &[
             Some(ChannelRate {
@@ -122,4 +122,50 @@ async fn providers_show_each_channels_provider_budgets_circuit_and_pause() {
     for channel in ["EMAIL", "SMS", "PUSH"] {
         assert_eq!(body["channels"][channel]["provider"], "simulated", "{body}");
     }
+}
+
+#[tokio::test]
+async fn a_channel_moved_back_to_the_simulated_provider_loses_the_circuit_and_pause_it_had() {
+    let app = TestApp::spawn().await;
+    let conn = app.db.pool.get().await.expect("connection");
+    // Both EMAIL and SMS were sent by a real provider that opened the circuit and paused.
+    conn.execute(
+        "UPDATE channel_health SET circuit = 'OPEN', circuit_since = now() - interval '1 minute',
+                circuit_until = now() + interval '1 hour',
+                paused_until = now() + interval '1 hour', pause_reason = 'throttled'
+         WHERE channel IN ('EMAIL', 'SMS')",
+        &[],
+    )
+    .await
+    .expect("open");
+    // Now only EMAIL is: SMS is back on the simulated provider, which no circuit holds.
+    channel::configure_channels(&conn, &[None, None, None], |c| {
+        c == notify_shared::notification::Channel::Email
+    })
+    .await
+    .expect("configure");
+    let (status, body) = app
+        .send(app.request(reqwest::Method::GET, "/providers"))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let email = &body["channels"]["EMAIL"];
+    assert_eq!(email["circuit"]["state"], "OPEN", "{body}");
+    assert_eq!(email["pauseReason"], "throttled", "{body}");
+    let sms = &body["channels"]["SMS"];
+    assert_eq!(sms["circuit"]["state"], "CLOSED", "{body}");
+    assert_eq!(sms["pausedUntil"], serde_json::Value::Null, "{body}");
+    assert_eq!(sms["pauseReason"], serde_json::Value::Null, "{body}");
+    let (status, digest) = app
+        .send(app.request(reqwest::Method::GET, "/digest"))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{digest}");
+    let text = digest.to_string();
+    assert!(text.contains("CIRCUIT_OPEN"), "{digest}");
+    let findings = digest["findings"].as_array().expect("findings");
+    assert!(
+        findings.iter().all(|f| !f.to_string().contains("\"SMS\"")),
+        "{digest}"
+    );
 }

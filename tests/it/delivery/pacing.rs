@@ -98,7 +98,7 @@ async fn bulk_traffic_never_takes_the_transactional_reservation() {
         transactional: 20.0,
         bulk: 30.0,
     };
-    channel::configure_rates(&conn, &[Some(rate), None, None], |c| {
+    channel::configure_channels(&conn, &[Some(rate), None, None], |c| {
         providers.is_real_for(c)
     })
     .await
@@ -231,7 +231,7 @@ async fn transactional_work_borrows_only_the_bulk_budget_bulk_work_leaves() {
         transactional: 2.0,
         bulk: 3.0,
     };
-    channel::configure_rates(&conn, &[Some(rate), None, None], |c| {
+    channel::configure_channels(&conn, &[Some(rate), None, None], |c| {
         providers.is_real_for(c)
     })
     .await
