@@ -12,6 +12,16 @@ use serde_json::json;
 
 use super::{circuit, ses_only, sweeper};
 
+/// `GET /providers`; must answer 200.
+async fn read_providers(app: &TestApp) -> serde_json::Value {
+    let (status, body) = app
+        .send(app.request(reqwest::Method::GET, "/providers"))
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
 #[tokio::test]
 async fn attempts_list_every_provider_call_oldest_first_without_recipient_or_payload() {
     let stub = AwsStub::start().await.expect("stub");
@@ -103,11 +113,7 @@ async fn providers_show_each_channels_provider_budgets_circuit_and_pause() {
     )
     .await
     .expect("rates");
-    let (status, body) = app
-        .send(app.request(reqwest::Method::GET, "/providers"))
-        .await
-        .pair();
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let body = read_providers(&app).await;
     let email = &body["channels"]["EMAIL"];
     assert_eq!(email["circuit"]["state"], "CLOSED");
     assert_eq!(email["pausedUntil"], serde_json::Value::Null);
@@ -144,11 +150,7 @@ async fn a_channel_moved_back_to_the_simulated_provider_loses_the_circuit_and_pa
     })
     .await
     .expect("configure");
-    let (status, body) = app
-        .send(app.request(reqwest::Method::GET, "/providers"))
-        .await
-        .pair();
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let body = read_providers(&app).await;
     let email = &body["channels"]["EMAIL"];
     assert_eq!(email["circuit"]["state"], "OPEN", "{body}");
     assert_eq!(email["pauseReason"], "throttled", "{body}");
