@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 
 use super::address;
 use super::quiet::{self, QuietHours};
-use crate::domain::{Class, SuppressionReason};
+use crate::domain::{Class, RECIPIENT_MAX, SuppressionReason};
 use crate::notification::Channel;
 
 /// Who a notification is for.
@@ -50,12 +50,17 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The address of `channel` (the first device token for push).
+    /// The address of `channel` (the first device token for push; one longer than a
+    /// recipient may be, kept from before profiles were held to that, is passed over).
     pub fn address(&self, channel: Channel) -> Option<&str> {
         match channel {
             Channel::Email => self.email.as_deref(),
             Channel::Sms => self.phone.as_deref(),
-            Channel::Push => self.push_tokens.first().map(String::as_str),
+            Channel::Push => self
+                .push_tokens
+                .iter()
+                .map(String::as_str)
+                .find(|token| token.len() <= RECIPIENT_MAX),
         }
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::config::ProvidersConfig;
+use crate::domain::RECIPIENT_MAX;
 use crate::notification::Channel;
 use crate::problems::Problems;
 use crate::provider::ses::{HEADER_LINE_MAX, is_header_name, is_header_value};
@@ -13,7 +14,6 @@ use crate::provider::ses::{HEADER_LINE_MAX, is_header_name, is_header_value};
 const SUBJECT_MAX: usize = 998;
 pub const SMS_TEXT_MAX: usize = 1600;
 const PUSH_DATA_MAX_BYTES: usize = 4096;
-const DEVICE_TOKEN_MAX: usize = 4096;
 
 /// The channels this deployment sends through a real provider, which intake checks
 /// notifications against.
@@ -204,12 +204,17 @@ pub fn is_e164(text: &str) -> bool {
     })
 }
 
-/// An SNS platform endpoint ARN, or a device token (printable, no spaces).
+/// An SNS platform endpoint ARN, or a device token (printable, no spaces), of at most
+/// [`RECIPIENT_MAX`] characters.
 pub fn is_push_target(text: &str) -> bool {
+    // A push target becomes a notification's recipient, held to the same length.
+    if !(1..=RECIPIENT_MAX).contains(&text.len()) {
+        return false;
+    }
     if text.starts_with("arn:") {
         return text.starts_with("arn:aws") && text.contains(":endpoint/");
     }
-    (1..=DEVICE_TOKEN_MAX).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
+    text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 #[cfg(test)]

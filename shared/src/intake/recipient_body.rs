@@ -10,7 +10,7 @@ use super::payload::{is_e164, is_email_address, is_push_target};
 use super::validation::is_category;
 use crate::audience::QuietHours;
 use crate::audience::profiles::{Preference, ProfileInput};
-use crate::domain::names;
+use crate::domain::{RECIPIENT_MAX, names};
 use crate::notification::Channel;
 use crate::problems::Problems;
 
@@ -92,7 +92,9 @@ pub fn parse_profile(body: Option<&Value>) -> Result<ProfileInput, Problems> {
             if valid.len() != tokens.len() {
                 problems.add(
                     "pushTokens",
-                    "pushTokens must hold device tokens or SNS endpoint ARNs",
+                    format!(
+                        "pushTokens must hold device tokens or SNS endpoint ARNs of at most {RECIPIENT_MAX} characters"
+                    ),
                 );
             }
             valid

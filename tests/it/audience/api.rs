@@ -141,6 +141,27 @@ async fn invalid_profiles_name_each_field_and_store_nothing() {
 }
 
 #[tokio::test]
+async fn a_push_token_is_held_to_the_length_of_a_recipient_so_every_profile_can_be_sent_to() {
+    let app = TestApp::spawn().await;
+    let (status, error) = put(&app, "long", None, json!({"pushTokens": ["t".repeat(321)]})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(detail_fields(&error), ["pushTokens"]);
+
+    let token = "t".repeat(320);
+    let (status, body) = put(&app, "longest", None, json!({"pushTokens": [token]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, created) = app
+        .create(
+            &json!({"recipientId": "longest", "channel": "PUSH", "priority": "NORMAL",
+                        "idempotencyKey": "push-longest", "payload": {"title": "t"},
+                        "delaySeconds": 60}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["recipient"], token.as_str(), "{created}");
+}
+
+#[tokio::test]
 async fn each_client_key_sees_only_its_own_recipients() {
     let app = TestApp::spawn_with_keys().await;
     let a = key(&app, "client-a", Scope::Client).await;
