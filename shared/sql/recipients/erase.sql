@@ -1,10 +1,12 @@
 -- Forgets profile $2 of owner $1 and its preferences, and every trace of its
 -- addresses $3 (their suppression hashes are $4, per channel $5): the notifications sent
 -- through the profile, or to one of its addresses without one, keep no address, no
--- payload and no error text (PENDING ones are cancelled); their attempts lose their error text (a provider
--- may quote the address), the simulated provider its copy, the rate limit its
--- reservations; suppressions keep only the hash. Without a profile ($3 empty), what was
--- kept under its id goes all the same. One statement: all of it or none.
+-- recipient id (a client may use an address as the id), no payload and no error text
+-- (PENDING ones are cancelled); their attempts lose their error text (a provider may
+-- quote the address), the simulated provider its copy, the rate limit its reservations;
+-- suppressions keep only the hash. A campaign's notification keeps only the campaign's
+-- id in its payload, so the campaign's counts still count it. Without a profile ($3
+-- empty), what was kept under its id goes all the same. One statement: all of it or none.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), preferences AS (
@@ -18,7 +20,10 @@ WITH profile AS (
            OR (recipient_id IS NULL AND (recipient = ANY($3) OR lower(recipient) = ANY($3))))
 ), redacted AS (
     UPDATE notifications n
-    SET recipient = '[erased]', payload = '{}', last_error = NULL,
+    SET recipient = '[erased]', recipient_id = NULL, last_error = NULL,
+        payload = CASE WHEN n.payload #> '{$template,campaign}' IS NULL THEN '{}'::jsonb
+                       ELSE jsonb_build_object('$template', jsonb_build_object(
+                                'campaign', n.payload #> '{$template,campaign}')) END,
         status = CASE WHEN n.status = 'PENDING' THEN 'CANCELLED' ELSE n.status END,
         cancelled_at = CASE WHEN n.status = 'PENDING' THEN now() ELSE n.cancelled_at END,
         updated_at = now()

@@ -611,3 +611,50 @@ async fn a_worker_sigkilled_twice_mid_chunk_leaves_exactly_one_notification_per_
     assert_eq!(state["counts"]["sent"], TOTAL);
     assert_eq!(state["expanded"], TOTAL);
 }
+
+#[tokio::test]
+async fn erasing_a_recipient_keeps_the_campaigns_counts_whole() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 3).await;
+    let ids: Vec<String> = (1..=3).map(|i| format!("r{i:05}")).collect();
+    let (_, created) = submit(&app, &campaign("erase", json!({"recipientIds": ids}))).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    assert_eq!(expand_all(&app).await, 3);
+    app.db
+        .execute(
+            "UPDATE notifications SET status = 'SENT', sent_at = now(), attempt_count = 1
+             WHERE payload #>> '{$template,campaign}' = $1 AND recipient_id = 'r00001'",
+            &[&id],
+        )
+        .await;
+    // One erased after it was sent, one while still PENDING.
+    for person in ["r00001", "r00002"] {
+        let reply = call(&app, Method::DELETE, &format!("/recipients/{person}"), None).await;
+        assert_eq!(reply.status, 204, "{}", reply.body);
+    }
+    let state = campaign_state(&app, &id).await;
+    assert_eq!(
+        state["counts"],
+        json!({"pending": 1, "sent": 1, "failed": 0, "deadLettered": 0, "suppressed": 0,
+               "expired": 0, "cancelled": 1}),
+        "{state}"
+    );
+    // What the erased notifications keep of their campaign is its id, nothing of the person.
+    let kept: Vec<Value> = app
+        .db
+        .scalar(
+            "SELECT array_agg(payload) FROM notifications WHERE recipient = '[erased]'",
+            &[],
+        )
+        .await;
+    assert_eq!(kept.len(), 2);
+    for payload in kept {
+        assert_eq!(payload, json!({"$template": {"campaign": id}}));
+    }
+    let named = app
+        .db
+        .count("SELECT count(*) FROM notifications WHERE recipient_id IN ('r00001', 'r00002')")
+        .await;
+    assert_eq!(named, 0);
+}
