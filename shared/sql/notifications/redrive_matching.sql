@@ -1,12 +1,13 @@
 -- Redrives up to $8 notifications matching the filter ($1 status, $2 recipient, $3
 -- channel, $4 error text, $5 created before, $6 created after; NULL = any), oldest first,
--- with a fresh set of $7 attempts. Rows another redrive holds are skipped, so concurrent
+-- with a fresh set of $7 attempts. A notification whose person was erased has no one
+-- to go to and is never redriven. Rows another redrive holds are skipped, so concurrent
 -- calls never redrive one twice. The filter is the same as count_matching's; the status
 -- (FAILED or DEAD_LETTERED) is read from queue_list_waiting.
 WITH picked AS (
     SELECT n.id FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.status = $1 AND q.status <> 'PROCESSING' AND n.status = $1
-      AND ($2::text IS NULL OR n.recipient = $2)
+      AND ($2::text IS NULL OR n.recipient = $2) AND n.recipient <> '[erased]'
       AND ($3::text IS NULL OR n.channel = $3)
       AND ($4::text IS NULL OR strpos(lower(coalesce(n.last_error, '')), lower($4)) > 0)
       AND ($5::timestamptz IS NULL OR n.created_at < $5)

@@ -10,6 +10,9 @@ use super::address;
 use crate::notification::Channel;
 use crate::sql::{Statement, statement};
 
+/// The recipient an erased notification shows instead of its address.
+pub const ERASED_RECIPIENT: &str = "[erased]";
+
 const LOCK: Statement = statement!("recipients/lock");
 const ERASE: Statement = statement!("recipients/erase");
 

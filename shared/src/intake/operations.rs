@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::handlers::parse_id;
 use super::times::parse_iso;
 use super::validation::RECIPIENT_MAX;
+use crate::audience::erasure::ERASED_RECIPIENT;
 use crate::digest;
 use crate::metrics::Snapshot;
 use crate::notification::{Channel, Status};
@@ -36,6 +37,11 @@ pub async fn retry_one(
     let id = parse_id(&id)?;
     match redrive::redrive_one(&state.pool, id, state.max_attempts).await? {
         SingleRedrive::Redriven(notification) => Ok(Json(notification).into_response()),
+        SingleRedrive::WrongStatus(notification) if notification.recipient == ERASED_RECIPIENT => {
+            Err(ApiError::conflict(format!(
+                "Notification {id} belonged to an erased recipient; it cannot be retried"
+            )))
+        }
         SingleRedrive::WrongStatus(notification) => Err(ApiError::conflict(format!(
             "Notification {id} is {}; only DEAD_LETTERED or FAILED jobs can be retried",
             notification.status.as_str()

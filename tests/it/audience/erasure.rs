@@ -407,4 +407,16 @@ async fn a_result_recorded_after_erasure_keeps_no_address() {
         columns_holding_fragments(app.pool()).await,
         Vec::<String>::new()
     );
+    // FAILED, but with no one left to send it to: neither redrive takes it.
+    let id = claimed[0].id;
+    let (status, body) = app.retry(id).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["message"],
+        format!("Notification {id} belonged to an erased recipient; it cannot be retried")
+    );
+    let (status, body) = app.retry_bulk(&json!({"status": "FAILED"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"retried": 0, "remaining": 0}));
+    assert_eq!(app.get(id).await.1["status"], "FAILED");
 }
