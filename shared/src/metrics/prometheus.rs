@@ -4,7 +4,6 @@ use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -71,17 +70,19 @@ impl Snapshot {
             deferrals,
         );
 
-        let retention_deleted = Family::<Labels, Counter>::default();
+        // A gauge, like the other running counts: the 0.0.4 text format names a counter's
+        // samples as its TYPE line does, which prometheus-client's `_total` would not.
+        let retention_deleted = Family::<Labels, Gauge>::default();
         for (table, deleted) in [
             ("notifications", self.retention.notifications_deleted),
             ("webhook_events", self.retention.webhook_events_deleted),
         ] {
             retention_deleted
                 .get_or_create(&vec![("table".into(), table.into())])
-                .inc_by(deleted);
+                .set(i64::try_from(deleted).unwrap_or(i64::MAX));
         }
         registry.register(
-            "retention_deleted",
+            "retention_deleted_rows",
             "Rows deleted by the retention step so far, by table",
             retention_deleted,
         );

@@ -320,7 +320,7 @@ async fn the_sweeper_runs_retention_and_metrics_report_the_deleted_rows() {
         .await;
     let text = text.body.as_str().expect("text").to_string();
     assert!(
-        text.contains("notify_retention_deleted_total{table=\"notifications\"} 30"),
+        text.contains("notify_retention_deleted_rows{table=\"notifications\"} 30"),
         "{text}"
     );
 }
