@@ -60,8 +60,12 @@ pub struct ServiceAnswer<'a> {
 
 /// Classifies an SDK error: no answer at all (timeout, connection, a response that could
 /// not be read) is temporary; a service answer goes to `service`, which knows its codes.
+/// The answer's message loses every mention of `recipient` first: providers quote the
+/// address ("… failed the check: ada@example.com"), and the text goes on to the attempt,
+/// the notification's last error, a channel's pause reason and the log.
 pub fn classify<E>(
     error: &SdkError<E, HttpResponse>,
+    recipient: &str,
     service: impl Fn(&ServiceAnswer<'_>) -> ProviderOutcome,
 ) -> ProviderOutcome
 where
@@ -70,10 +74,11 @@ where
     match error {
         SdkError::ServiceError(context) => {
             let raw = context.raw();
+            let message = without_recipient(context.err().message().unwrap_or(""), recipient);
             let answer = ServiceAnswer {
                 status: raw.status().as_u16(),
                 code: context.err().code().unwrap_or(""),
-                message: context.err().message().unwrap_or(""),
+                message: &message,
                 retry_after: raw.headers().get("retry-after").and_then(parse_retry_after),
             };
             service(&answer)
@@ -98,6 +103,31 @@ where
         }
         _ => ProviderOutcome::Temporary("Provider call failed".into()),
     }
+}
+
+/// What the recipient replaces in a provider's message.
+const RECIPIENT_MARK: &str = "[recipient]";
+
+/// `message` with each mention of `recipient` (ASCII case ignored, as email addresses
+/// are compared; a phone number also without its `+`) replaced by [`RECIPIENT_MARK`].
+fn without_recipient(message: &str, recipient: &str) -> String {
+    let mut text = message.to_string();
+    let digits = recipient.strip_prefix('+').unwrap_or_default();
+    for mention in [recipient, digits] {
+        // Too short to be anyone's address, and it would match ordinary words.
+        if mention.len() < 5 {
+            continue;
+        }
+        let mention = mention.to_ascii_lowercase();
+        let mut from = 0;
+        // ASCII lowercasing keeps byte offsets, so a match in the folded copy is one here.
+        while let Some(at) = text[from..].to_ascii_lowercase().find(&mention) {
+            let start = from + at;
+            text.replace_range(start..start + mention.len(), RECIPIENT_MARK);
+            from = start + RECIPIENT_MARK.len();
+        }
+    }
+    text
 }
 
 /// The rules every AWS service shares, after the service's own codes: throttling by
@@ -135,6 +165,9 @@ pub fn common(answer: &ServiceAnswer<'_>) -> ProviderOutcome {
         },
         _ if answer.status == 403 => ProviderOutcome::Misconfigured(text),
         _ if answer.status >= 500 => ProviderOutcome::Temporary(text),
+        // Not an error status, yet not an answer the SDK could read (a proxy's page, say):
+        // nothing says this message is at fault.
+        _ if answer.status < 400 => ProviderOutcome::Temporary(text),
         _ => ProviderOutcome::Permanent(text),
     }
 }
@@ -200,6 +233,40 @@ mod tests {
             common(&answer(400, "SomethingElse")),
             ProviderOutcome::Permanent(_)
         ));
+        // A success status the SDK could not read says nothing against the message.
+        assert!(matches!(
+            common(&answer(200, "")),
+            ProviderOutcome::Temporary(_)
+        ));
+    }
+
+    #[test]
+    fn the_recipient_is_taken_out_of_a_providers_message() {
+        assert_eq!(
+            without_recipient(
+                "Email address is not verified. The following identities failed the check \
+                 in region US-EAST-1: sender@example.com, Ada.Lovelace@Example.com",
+                "ada.lovelace@example.com"
+            ),
+            "Email address is not verified. The following identities failed the check \
+             in region US-EAST-1: sender@example.com, [recipient]"
+        );
+        assert_eq!(
+            without_recipient(
+                "Invalid parameter: PhoneNumber Reason: +15557654321 is not valid (15557654321)",
+                "+15557654321"
+            ),
+            "Invalid parameter: PhoneNumber Reason: [recipient] is not valid ([recipient])"
+        );
+        // A mention inside the mark is not found again; a message without one is kept.
+        assert_eq!(
+            without_recipient("recipient x", "recipient"),
+            "[recipient] x"
+        );
+        assert_eq!(
+            without_recipient("no address here", "ada@example.com"),
+            "no address here"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl SesProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, ses_answer),
+            Err(error) => classify(&error, delivery.recipient, ses_answer),
         }
     }
 }
@@ -146,6 +146,8 @@ fn ses_answer(answer: &ServiceAnswer<'_>) -> ProviderOutcome {
     match answer.code {
         "AccountSuspendedException"
         | "SendingPausedException"
+        // SES v1's name for the account's sending being paused; some answers still use it.
+        | "AccountSendingPausedException"
         | "MailFromDomainNotVerifiedException"
         | "NotFoundException" => ProviderOutcome::Misconfigured(text),
         // An identity that is not verified (the sender, or any recipient while the account
@@ -213,6 +215,10 @@ mod tests {
         ));
         assert!(matches!(
             ses_answer(&answer(400, "SendingPausedException", "")),
+            ProviderOutcome::Misconfigured(_)
+        ));
+        assert!(matches!(
+            ses_answer(&answer(400, "AccountSendingPausedException", "")),
             ProviderOutcome::Misconfigured(_)
         ));
         assert!(matches!(

@@ -67,7 +67,7 @@ impl SmsProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, sns_answer),
+            Err(error) => classify(&error, delivery.recipient, sns_answer),
         }
     }
 }
@@ -119,7 +119,7 @@ impl PushProvider {
         match self
             .client
             .publish()
-            .target_arn(endpoint)
+            .target_arn(&endpoint)
             .message_structure("json")
             .message(message)
             .send()
@@ -129,7 +129,7 @@ impl PushProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, sns_answer),
+            Err(error) => classify(&error, &endpoint, sns_answer),
         }
     }
 
@@ -163,7 +163,7 @@ impl PushProvider {
             .token(recipient)
             .send()
             .await
-            .map_err(|error| classify(&error, sns_answer))?;
+            .map_err(|error| classify(&error, recipient, sns_answer))?;
         let arn = created.endpoint_arn().map(str::to_string).ok_or_else(|| {
             ProviderOutcome::Temporary("CreatePlatformEndpoint returned no endpoint".into())
         })?;

@@ -89,7 +89,7 @@ fn rows() -> Vec<Row> {
             error(
                 400,
                 "MessageRejected",
-                "Email address is not verified: sender@example.com",
+                "Email address is not verified: sender@example.com, ADA@example.com",
             ),
             Pending,
             0,
@@ -122,7 +122,7 @@ fn rows() -> Vec<Row> {
             error(
                 400,
                 "InvalidParameter",
-                "Invalid parameter: PhoneNumber Reason: not valid",
+                "Invalid parameter: PhoneNumber Reason: +15555550100 is not valid",
             ),
             Failed,
             1,
@@ -220,6 +220,16 @@ async fn every_outcome_class_does_what_the_table_says() {
         if row.status == Status::Sent {
             assert!(stored.provider_message_id.is_some(), "{context}");
         }
+        // Providers quote the address; what is kept of their answer does not.
+        let quoting = db
+            .count(&format!(
+                "SELECT (SELECT count(*) FROM delivery_attempts WHERE error ILIKE '%{recipient}%')
+                      + (SELECT count(*) FROM notifications WHERE last_error ILIKE '%{recipient}%')
+                      + (SELECT count(*) FROM channel_health
+                         WHERE pause_reason ILIKE '%{recipient}%')"
+            ))
+            .await;
+        assert_eq!(quoting, 0, "{context}");
     }
 }
 
