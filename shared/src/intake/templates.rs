@@ -2,6 +2,8 @@
 //! one version, preview a rendering. Every locale must render with the sample data before a version
 //! is stored, and an SMS version records what each locale costs.
 
+use std::collections::HashMap;
+
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -216,7 +218,15 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
     };
     let sample_data = data_object(object.get("sampleData"), "sampleData", &mut problems);
     if let Some(locales) = &locales {
+        // Tags are looked up without regard to case: a second spelling could never be used.
+        let mut spellings: HashMap<String, &str> = HashMap::new();
         for (tag, body) in locales {
+            if let Some(first) = spellings.insert(tag.to_ascii_lowercase(), tag) {
+                problems.add(
+                    &format!("locales.{tag}"),
+                    format!("{tag} and {first} are the same language tag (case does not count)"),
+                );
+            }
             if !locale::is_locale(tag) {
                 problems.add(
                     &format!("locales.{tag}"),

@@ -271,3 +271,21 @@ async fn templates_are_listed_newest_first_in_pages_with_their_latest_version() 
     assert_envelope(&bad.body, 400, "/templates");
     assert_eq!(detail_fields(&bad.body), ["x", "limit", "cursor"]);
 }
+
+#[tokio::test]
+async fn two_spellings_of_one_language_tag_are_refused() {
+    let app = TestApp::spawn().await;
+    let mut version = welcome("Hi");
+    version["locales"]["EN"] = version["locales"]["en"].clone();
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/versions",
+        Some(&version),
+    )
+    .await;
+    assert_envelope(&reply.body, 400, "/templates/welcome/versions");
+    assert_eq!(detail_fields(&reply.body), ["locales.en"], "{}", reply.body);
+    let reply = call(&app, Method::GET, "/templates/welcome", None).await;
+    assert_eq!(reply.status, 404, "nothing stored: {}", reply.body);
+}
