@@ -1,13 +1,16 @@
 -- Newest first, strictly after the cursor ($4, $5), $6 rows (one more than a page tells
 -- whether a next page exists); $7 and $8 narrow to a class and a category
--- (NULL = any), filtered on the way. Served by notifications_list_by_recipient, the rest filtered.
+-- (NULL = any), filtered on the way. Served by
+-- notifications_by_address (the hash finds the rows, the address itself is rechecked),
+-- the rest filtered.
 SELECT id, idempotency_key, recipient, channel, priority, status, scheduled_at, next_attempt_at,
        attempt_count, max_attempts, last_error, sent_at, failed_at, dead_lettered_at, cancelled_at,
        redrive_count, last_redriven_at, created_at, updated_at,
        provider_message_id, class, category, recipient_id, expires_at, suppressed_at,
        suppressed_reason, expired_at, quiet_hours_deferred_from
 FROM notifications
-WHERE recipient = $1 AND owner_key_id = $2 AND ($3::text IS NULL OR status = $3)
+WHERE hashtextextended(lower(recipient), 0) = hashtextextended(lower($1), 0)
+  AND recipient = $1 AND owner_key_id = $2 AND ($3::text IS NULL OR status = $3)
   AND (created_at, id) < ($4, $5)
   AND ($7::text IS NULL OR class = $7) AND ($8::text IS NULL OR category = $8)
 ORDER BY created_at DESC, id DESC

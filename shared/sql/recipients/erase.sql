@@ -17,7 +17,12 @@ WITH profile AS (
     WHERE coalesce(owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) = $1
       AND recipient <> '[erased]'
       AND (recipient_id = $2
-           OR (recipient_id IS NULL AND (recipient = ANY($3) OR lower(recipient) = ANY($3))))
+           -- By notifications_by_address: an address equal to one of $3, or equal to it
+           -- but for case, has the hash of $3's lowercased form.
+           OR (recipient_id IS NULL
+               AND hashtextextended(lower(recipient), 0)
+                   = ANY (ARRAY(SELECT hashtextextended(lower(a), 0) FROM unnest($3::text[]) AS a))
+               AND (recipient = ANY($3) OR lower(recipient) = ANY($3))))
 ), redacted AS (
     UPDATE notifications n
     SET recipient = '[erased]', recipient_id = NULL, last_error = NULL,
