@@ -3,10 +3,12 @@
 -- that expired since the claim become EXPIRED, and those whose person changed their mind
 -- since enqueue become SUPPRESSED, with the enqueue rules' reasons and order: a suppressed
 -- address; bulk to someone unsubscribed from everything; a category opt-out. Neither
--- spends an attempt; each gets its webhook event in this statement. Returns the ids
--- stopped with their new status and reason.
+-- spends an attempt; each gets its webhook event in this statement. A claim whose person
+-- was erased since it was claimed is CANCELLED, as erasure cancels what is PENDING: the
+-- address this worker holds in memory is not used. Returns the ids stopped with their new
+-- status and reason.
 WITH claim AS (
-    SELECT n.id, n.channel, n.class, n.category, n.recipient_id, n.expires_at,
+    SELECT n.id, n.recipient, n.channel, n.class, n.category, n.recipient_id, n.expires_at,
            coalesce(n.owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS owner,
            mine.hash
     FROM notifications n
@@ -15,6 +17,7 @@ WITH claim AS (
     WHERE n.status = 'PROCESSING'
 ), verdict AS (
     SELECT c.id, CASE
+        WHEN c.recipient = '[erased]' THEN 'ERASED'
         WHEN c.expires_at <= clock_timestamp() THEN 'EXPIRED'
         WHEN EXISTS (SELECT 1 FROM suppressions s
                      WHERE s.channel = c.channel AND s.address_hash = c.hash)
@@ -36,10 +39,12 @@ WITH claim AS (
     FROM claim c
 ), stopped AS (
     UPDATE notifications n
-    SET status = CASE WHEN v.verdict = 'EXPIRED' THEN 'EXPIRED' ELSE 'SUPPRESSED' END,
+    SET status = CASE v.verdict WHEN 'EXPIRED' THEN 'EXPIRED' WHEN 'ERASED' THEN 'CANCELLED'
+                                ELSE 'SUPPRESSED' END,
         expired_at = CASE WHEN v.verdict = 'EXPIRED' THEN now() END,
-        suppressed_at = CASE WHEN v.verdict <> 'EXPIRED' THEN now() END,
-        suppressed_reason = CASE WHEN v.verdict <> 'EXPIRED' THEN v.verdict END,
+        cancelled_at = CASE WHEN v.verdict = 'ERASED' THEN now() END,
+        suppressed_at = CASE WHEN v.verdict NOT IN ('EXPIRED', 'ERASED') THEN now() END,
+        suppressed_reason = CASE WHEN v.verdict NOT IN ('EXPIRED', 'ERASED') THEN v.verdict END,
         attempt_count = n.attempt_count - 1,
         claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
     FROM verdict v
@@ -50,7 +55,7 @@ WITH claim AS (
                                 redrive_generation, occurred_at)
     SELECT gen_random_uuid(), 'notification.' || lower(status), id, status, attempt_count,
            redrive_count, now()
-    FROM stopped
+    FROM stopped WHERE status <> 'CANCELLED'
     ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
 )
 SELECT id, status, suppressed_reason FROM stopped

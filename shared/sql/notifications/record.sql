@@ -16,7 +16,12 @@ WITH results AS (
              finished_at, suppress_hash)
 ), recorded AS (
     UPDATE notifications n
-    SET status = r.status,
+    -- Due again, but the person was erased meanwhile: cancelled, as erasure cancels
+    -- what waits.
+    SET status = CASE WHEN r.status = 'PENDING' AND n.recipient = '[erased]' THEN 'CANCELLED'
+                      ELSE r.status END,
+        cancelled_at = CASE WHEN r.status = 'PENDING' AND n.recipient = '[erased]' THEN now()
+                            ELSE n.cancelled_at END,
         last_error = CASE WHEN n.recipient = '[erased]' THEN NULL ELSE r.error END,
         attempt_count = n.attempt_count - r.refund::int,
         next_attempt_at = CASE WHEN r.status = 'PENDING'

@@ -4,7 +4,8 @@
 -- dead-letters it, with its webhook event in the same statement. The attempt the claim
 -- spent gets its row in the attempt history (TEMPORARY: the answer, if the provider was
 -- called at all, was never recorded), from the claim to now, under the worker that held it.
--- Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
+-- A claim whose person was erased meanwhile is CANCELLED instead, as erasure cancels what
+-- waits. Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
 WITH expired AS (
     SELECT q.id, n.attempt_count, coalesce(n.claimed_by, 'unknown') AS worker,
            n.lease_expires_at - $1::int8 * interval '1 second' AS claimed_at
@@ -13,10 +14,13 @@ WITH expired AS (
     ORDER BY q.lease_expires_at LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED
 ), recovered AS (
     UPDATE notifications n
-    SET status = CASE WHEN n.attempt_count >= n.max_attempts AND n.reconciliation_granted
+    SET status = CASE WHEN n.recipient = '[erased]' THEN 'CANCELLED'
+                      WHEN n.attempt_count >= n.max_attempts AND n.reconciliation_granted
                       THEN 'DEAD_LETTERED' ELSE 'PENDING' END,
+        cancelled_at = CASE WHEN n.recipient = '[erased]' THEN now() ELSE n.cancelled_at END,
         dead_lettered_at = CASE WHEN n.attempt_count >= n.max_attempts
-                                AND n.reconciliation_granted THEN now() END,
+                                AND n.reconciliation_granted
+                                AND n.recipient <> '[erased]' THEN now() END,
         max_attempts = CASE WHEN n.attempt_count >= n.max_attempts
                             AND NOT n.reconciliation_granted
                             THEN n.max_attempts + 1 ELSE n.max_attempts END,

@@ -1,8 +1,11 @@
 -- Hands claims back untried: PENDING, attempt refunded, due at the time given ($3; NULL
 -- means now, a time means a rate-limit deferral and is counted as one). Only rows still
--- PROCESSING with the token given ($1 ids, $2 tokens) change.
+-- PROCESSING with the token given ($1 ids, $2 tokens) change. A claim whose person was
+-- erased meanwhile is CANCELLED instead, as erasure cancels what waits.
 UPDATE notifications n
-SET status = 'PENDING', attempt_count = n.attempt_count - 1,
+SET status = CASE WHEN n.recipient = '[erased]' THEN 'CANCELLED' ELSE 'PENDING' END,
+    cancelled_at = CASE WHEN n.recipient = '[erased]' THEN now() ELSE n.cancelled_at END,
+    attempt_count = n.attempt_count - 1,
     next_attempt_at = coalesce(held.due, now()),
     rate_limit_deferrals = n.rate_limit_deferrals + (held.due IS NOT NULL)::int,
     claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::Claimed;
 use crate::domain::SuppressionReason;
+use crate::notification::Status;
 use crate::sql::{Statement, statement};
 
 const EXPIRE: Statement = statement!("notifications/expire");
@@ -16,6 +17,8 @@ const RECHECK: Statement = statement!("notifications/recheck");
 pub enum Stopped {
     Expired,
     Suppressed(SuppressionReason),
+    /// The person was erased after the claim: cancelled, as erasure cancels what waits.
+    Cancelled,
 }
 
 /// Turns up to `limit` PENDING notifications past their `expiresAt` into EXPIRED, with
@@ -36,7 +39,8 @@ pub(super) async fn prepare(
 
 /// The re-check at send for claims still held: those expired since the claim, or whose
 /// address was suppressed or person opted out since enqueue, are finished here (EXPIRED
-/// or SUPPRESSED, attempt refunded, webhook event written). `hashes` holds the keyed hash
+/// or SUPPRESSED, attempt refunded, webhook event written), and those whose person was
+/// erased since are CANCELLED. `hashes` holds the keyed hash
 /// of each claim's address, in `batch` order. Returns the ids stopped and why.
 pub async fn recheck(
     db: &impl GenericClient,
@@ -53,10 +57,12 @@ pub async fn recheck(
     rows.iter()
         .map(|row| {
             let id: Uuid = row.try_get("id")?;
+            let status: Status = row.try_get("status")?;
             let reason: Option<SuppressionReason> = row.try_get("suppressed_reason")?;
-            Ok(match reason {
-                Some(reason) => (id, Stopped::Suppressed(reason)),
-                None => (id, Stopped::Expired),
+            Ok(match (status, reason) {
+                (_, Some(reason)) => (id, Stopped::Suppressed(reason)),
+                (Status::Cancelled, None) => (id, Stopped::Cancelled),
+                _ => (id, Stopped::Expired),
             })
         })
         .collect()

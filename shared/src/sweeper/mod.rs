@@ -310,6 +310,7 @@ impl Sweeper {
             match stopped {
                 Stopped::Expired => outcome.expired += 1,
                 Stopped::Suppressed(_) => outcome.suppressed += 1,
+                Stopped::Cancelled => outcome.cancelled += 1,
             }
             tracing::info!(notification_id = %id, ?stopped, "stopped at send");
         }

@@ -27,6 +27,8 @@ pub struct SweepOutcome {
     /// Stopped unsent by the audience re-check at send (suppressed or opted out since
     /// enqueue).
     pub suppressed: u64,
+    /// Stopped unsent at send because their person was erased since the claim.
+    pub cancelled: u64,
     /// Past their `expiresAt`: marked EXPIRED by the expiry step or stopped at send.
     pub expired: u64,
     /// Finished notifications deleted by the retention step (with their attempts and
@@ -59,6 +61,7 @@ impl AddAssign for SweepOutcome {
         self.lost += other.lost;
         self.refunded += other.refunded;
         self.suppressed += other.suppressed;
+        self.cancelled += other.cancelled;
         self.expired += other.expired;
         self.purged += other.purged;
         self.webhook_events_purged += other.webhook_events_purged;

@@ -420,3 +420,110 @@ async fn a_result_recorded_after_erasure_keeps_no_address() {
     assert_eq!(body, json!({"retried": 0, "remaining": 0}));
     assert_eq!(app.get(id).await.1["status"], "FAILED");
 }
+
+/// Four notifications of one person are claimed, then the person is erased: whichever way
+/// each claim ends (a retry recorded, handed back untried, the re-check at send, an expired
+/// lease), it ends CANCELLED, never PENDING again, and no provider call is made for it.
+#[tokio::test]
+async fn a_claim_whose_person_is_erased_meanwhile_is_cancelled_not_sent_again() {
+    let app = TestApp::spawn().await;
+    let put = call(
+        &app,
+        Method::PUT,
+        &format!("/recipients/{PERSON}"),
+        None,
+        Some(&json!({"email": EMAIL})),
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+    for key in ["retry", "release", "recheck", "expire"] {
+        let body = due_now(
+            key,
+            "EMAIL",
+            ("recipientId", PERSON),
+            json!({"subject": "s", "text": "t"}),
+        );
+        create(&app, body).await;
+    }
+    let conn = app.pool().get().await.expect("connection");
+    let claimed = worker::claim(&conn, "test-worker", 10, worker::LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 4);
+    let erased = call(
+        &app,
+        Method::DELETE,
+        &format!("/recipients/{PERSON}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    let mut by_key = std::collections::HashMap::new();
+    for claim in &claimed {
+        let key: String = app
+            .db
+            .scalar(
+                "SELECT idempotency_key FROM notifications WHERE id = $1",
+                &[&claim.id],
+            )
+            .await;
+        by_key.insert(key, claim.clone());
+    }
+    let keyed = |key: &str| by_key[key].clone();
+
+    let retry = keyed("retry");
+    let failure = notify_shared::queue::Disposition::Retry {
+        error: "try again".into(),
+        delay: Duration::ZERO,
+    };
+    worker::record(&conn, &[(&retry, failure)])
+        .await
+        .expect("record");
+
+    let release = keyed("release");
+    notify_shared::queue::release(&conn, &[(&release, None)])
+        .await
+        .expect("release");
+
+    let recheck = keyed("recheck");
+    let stopped = notify_shared::queue::recheck(&conn, &[&recheck], &["no-hash".to_string()])
+        .await
+        .expect("recheck");
+    assert_eq!(
+        stopped,
+        [(recheck.id, notify_shared::queue::Stopped::Cancelled)]
+    );
+
+    let expire = keyed("expire");
+    app.db
+        .execute(
+            "UPDATE notifications SET lease_expires_at = now() - interval '1 second'
+             WHERE id = $1",
+            &[&expire.id],
+        )
+        .await;
+    notify_shared::queue::recover_expired(&conn, worker::LEASE, 10)
+        .await
+        .expect("recover");
+
+    for claim in [&retry, &release, &recheck, &expire] {
+        let (status, body) = app.get(claim.id).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["status"], "CANCELLED", "{body}");
+        assert!(body["cancelledAt"].is_string(), "{body}");
+    }
+    // Nothing is left to claim, and nothing reached the provider.
+    assert!(
+        worker::claim(&conn, "test-worker", 10, worker::LEASE)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM simulated_deliveries")
+            .await,
+        0
+    );
+}
