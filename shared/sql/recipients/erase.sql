@@ -5,7 +5,8 @@
 -- (PENDING ones are cancelled); their attempts lose their error text (a provider may
 -- quote the address), the simulated provider its copy, the rate limit its reservations;
 -- suppressions keep only the hash. A campaign's notification keeps only the campaign's
--- id in its payload, so the campaign's counts still count it. Without a profile ($3
+-- id in its payload, so the campaign's counts still count it; no idempotency key or
+-- campaign audience keeps the id. Without a profile ($3
 -- empty), what was kept under its id goes all the same. One statement: all of it or none.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
@@ -26,6 +27,12 @@ WITH profile AS (
 ), redacted AS (
     UPDATE notifications n
     SET recipient = '[erased]', recipient_id = NULL, last_error = NULL,
+        -- A campaign's key names the person (campaign:<campaign>:<recipient id>); a
+        -- client's own key is left as it was, so a replay is still recognised.
+        idempotency_key = CASE WHEN n.payload #> '{$template,campaign}' IS NULL
+                               THEN n.idempotency_key
+                               ELSE 'campaign:' || (n.payload #>> '{$template,campaign}')
+                                    || ':erased:' || n.id END,
         payload = CASE WHEN n.payload #> '{$template,campaign}' IS NULL THEN '{}'::jsonb
                        ELSE jsonb_build_object('$template', jsonb_build_object(
                                 'campaign', n.payload #> '{$template,campaign}')) END,
@@ -34,6 +41,22 @@ WITH profile AS (
         updated_at = now()
     FROM theirs WHERE n.id = theirs.id
     RETURNING n.id
+), audiences AS (
+    -- The id leaves the audiences of the owner's campaigns where it was already expanded
+    -- (a position past the checkpoint of an expanding campaign is still to be read: there
+    -- the expansion finds no profile and records the notification as SUPPRESSED), and a
+    -- finished walk of every profile forgets its last position.
+    UPDATE campaigns c
+    SET recipient_ids = CASE
+            WHEN c.recipient_ids IS NULL THEN NULL
+            WHEN c.status = 'EXPANDING'
+                THEN array_replace(c.recipient_ids[1:c.expanded], $2, '[erased]')
+                     || c.recipient_ids[c.expanded + 1:]
+            ELSE array_replace(c.recipient_ids, $2, '[erased]') END,
+        cursor_recipient = CASE WHEN c.status <> 'EXPANDING' AND c.cursor_recipient = $2
+                                THEN NULL ELSE c.cursor_recipient END
+    WHERE c.owner = $1 AND ($2 = ANY (c.recipient_ids)
+                            OR (c.status <> 'EXPANDING' AND c.cursor_recipient = $2))
 ), attempts AS (
     UPDATE delivery_attempts SET error = NULL
     WHERE notification_id IN (SELECT id FROM theirs) AND error IS NOT NULL

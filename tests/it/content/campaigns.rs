@@ -652,9 +652,22 @@ async fn erasing_a_recipient_keeps_the_campaigns_counts_whole() {
     for payload in kept {
         assert_eq!(payload, json!({"$template": {"campaign": id}}));
     }
+    // Nor does any key or audience name them (the id may be an address).
     let named = app
         .db
-        .count("SELECT count(*) FROM notifications WHERE recipient_id IN ('r00001', 'r00002')")
+        .count(
+            "SELECT (SELECT count(*) FROM notifications
+                     WHERE recipient_id IN ('r00001', 'r00002')
+                        OR idempotency_key LIKE '%r00001%' OR idempotency_key LIKE '%r00002%')
+                  + (SELECT count(*) FROM campaigns
+                     WHERE recipient_ids && ARRAY['r00001', 'r00002'])",
+        )
         .await;
     assert_eq!(named, 0);
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM campaigns WHERE 'r00003' = ANY (recipient_ids)")
+            .await,
+        1
+    );
 }
