@@ -44,7 +44,16 @@ pub async fn configure_channels(
         }
         if !paced(channel) {
             let statement = FORGET_HEALTH.prepare(db).await?;
-            db.execute(&statement, &[&channel]).await?;
+            if let Some(cleared) = db.query_opt(&statement, &[&channel]).await? {
+                let circuit: String = cleared.try_get("circuit_before")?;
+                let pause: Option<String> = cleared.try_get("pause_before")?;
+                tracing::warn!(
+                    channel = channel.as_str(),
+                    circuit,
+                    pause = pause.as_deref().unwrap_or("none"),
+                    "channel now on the simulated provider: circuit closed and pause lifted"
+                );
+            }
         }
     }
     Ok(())

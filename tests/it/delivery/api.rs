@@ -156,6 +156,16 @@ async fn a_channel_moved_back_to_the_simulated_provider_loses_the_circuit_and_pa
     assert_eq!(email["pauseReason"], "throttled", "{body}");
     let sms = &body["channels"]["SMS"];
     assert_eq!(sms["circuit"]["state"], "CLOSED", "{body}");
+    // Told it opened, a subscriber is told it closed; EMAIL's circuit did not move.
+    let closed: Vec<serde_json::Value> = app
+        .db
+        .scalar(
+            "SELECT coalesce(array_agg(body), '{}') FROM webhook_events WHERE type = 'circuit.closed'",
+            &[],
+        )
+        .await;
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_eq!(closed[0]["channel"], "SMS");
     assert_eq!(sms["pausedUntil"], serde_json::Value::Null, "{body}");
     assert_eq!(sms["pauseReason"], serde_json::Value::Null, "{body}");
     let (status, digest) = app
