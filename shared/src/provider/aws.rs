@@ -60,12 +60,12 @@ pub struct ServiceAnswer<'a> {
 
 /// Classifies an SDK error: no answer at all (timeout, connection, a response that could
 /// not be read) is temporary; a service answer goes to `service`, which knows its codes.
-/// The answer's message loses every mention of `recipient` first: providers quote the
+/// The answer's message loses every mention of the `recipients` first: providers quote the
 /// address ("… failed the check: ada@example.com"), and the text goes on to the attempt,
 /// the notification's last error, a channel's pause reason and the log.
 pub fn classify<E>(
     error: &SdkError<E, HttpResponse>,
-    recipient: &str,
+    recipients: &[&str],
     service: impl Fn(&ServiceAnswer<'_>) -> ProviderOutcome,
 ) -> ProviderOutcome
 where
@@ -74,7 +74,7 @@ where
     match error {
         SdkError::ServiceError(context) => {
             let raw = context.raw();
-            let message = without_recipient(context.err().message().unwrap_or(""), recipient);
+            let message = without_recipient(context.err().message().unwrap_or(""), recipients);
             let answer = ServiceAnswer {
                 status: raw.status().as_u16(),
                 code: context.err().code().unwrap_or(""),
@@ -108,26 +108,40 @@ where
 /// What the recipient replaces in a provider's message.
 const RECIPIENT_MARK: &str = "[recipient]";
 
-/// `message` with each mention of `recipient` (ASCII case ignored, as email addresses
-/// are compared; a phone number also without its `+`) replaced by [`RECIPIENT_MARK`].
-fn without_recipient(message: &str, recipient: &str) -> String {
+/// `message` with each mention of the `recipients` (ASCII case ignored, as email
+/// addresses are compared; a phone number also without its `+`) replaced by
+/// [`RECIPIENT_MARK`]. Non-ASCII letters are compared as they are.
+fn without_recipient(message: &str, recipients: &[&str]) -> String {
     let mut text = message.to_string();
-    let digits = recipient.strip_prefix('+').unwrap_or_default();
-    for mention in [recipient, digits] {
-        // Too short to be anyone's address, and it would match ordinary words.
-        if mention.len() < 5 {
-            continue;
-        }
-        let mention = mention.to_ascii_lowercase();
-        let mut from = 0;
-        // ASCII lowercasing keeps byte offsets, so a match in the folded copy is one here.
-        while let Some(at) = text[from..].to_ascii_lowercase().find(&mention) {
-            let start = from + at;
-            text.replace_range(start..start + mention.len(), RECIPIENT_MARK);
-            from = start + RECIPIENT_MARK.len();
+    for recipient in recipients {
+        let digits = recipient
+            .strip_prefix('+')
+            .filter(|rest| rest.bytes().all(|b| b.is_ascii_digit()));
+        for mention in std::iter::once(*recipient).chain(digits) {
+            // Too short to be anyone's address, and it would match ordinary words.
+            if mention.len() >= 5 {
+                text = replace_ignoring_ascii_case(&text, mention);
+            }
         }
     }
     text
+}
+
+/// One pass over `text`: ASCII lowercasing keeps byte offsets (and UTF-8 boundaries), so
+/// a match in the folded copy is the same bytes of `text`.
+fn replace_ignoring_ascii_case(text: &str, mention: &str) -> String {
+    let folded = text.to_ascii_lowercase();
+    let mention = mention.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    while let Some(at) = folded[from..].find(&mention) {
+        let start = from + at;
+        out.push_str(&text[from..start]);
+        out.push_str(RECIPIENT_MARK);
+        from = start + mention.len();
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 /// The rules every AWS service shares, after the service's own codes: throttling by
@@ -165,9 +179,8 @@ pub fn common(answer: &ServiceAnswer<'_>) -> ProviderOutcome {
         },
         _ if answer.status == 403 => ProviderOutcome::Misconfigured(text),
         _ if answer.status >= 500 => ProviderOutcome::Temporary(text),
-        // Not an error status, yet not an answer the SDK could read (a proxy's page, say):
-        // nothing says this message is at fault.
-        _ if answer.status < 400 => ProviderOutcome::Temporary(text),
+        // A success status the SDK could not read: the message may have gone out, and SES
+        // takes no idempotency key, so it is not sent again on its own (FAILED, redrivable).
         _ => ProviderOutcome::Permanent(text),
     }
 }
@@ -181,8 +194,8 @@ pub fn describe(answer: &ServiceAnswer<'_>) -> String {
     }
     if !answer.message.is_empty() {
         text.push_str(": ");
-        // Provider messages may quote the address; keep them short and never log them
-        // beyond the notification's own last error.
+        // [`classify`] has taken the recipient out of the message; it is kept short, as it
+        // becomes an attempt's error, a last error and possibly a pause reason.
         text.push_str(&answer.message.chars().take(300).collect::<String>());
     }
     text
@@ -233,10 +246,10 @@ mod tests {
             common(&answer(400, "SomethingElse")),
             ProviderOutcome::Permanent(_)
         ));
-        // A success status the SDK could not read says nothing against the message.
+        // A success status the SDK could not read: never sent twice on its own.
         assert!(matches!(
             common(&answer(200, "")),
-            ProviderOutcome::Temporary(_)
+            ProviderOutcome::Permanent(_)
         ));
     }
 
@@ -246,7 +259,7 @@ mod tests {
             without_recipient(
                 "Email address is not verified. The following identities failed the check \
                  in region US-EAST-1: sender@example.com, Ada.Lovelace@Example.com",
-                "ada.lovelace@example.com"
+                &["ada.lovelace@example.com"]
             ),
             "Email address is not verified. The following identities failed the check \
              in region US-EAST-1: sender@example.com, [recipient]"
@@ -254,18 +267,36 @@ mod tests {
         assert_eq!(
             without_recipient(
                 "Invalid parameter: PhoneNumber Reason: +15557654321 is not valid (15557654321)",
-                "+15557654321"
+                &["+15557654321"]
             ),
             "Invalid parameter: PhoneNumber Reason: [recipient] is not valid ([recipient])"
         );
         // A mention inside the mark is not found again; a message without one is kept.
         assert_eq!(
-            without_recipient("recipient x", "recipient"),
+            without_recipient("recipient x", &["recipient"]),
             "[recipient] x"
         );
         assert_eq!(
-            without_recipient("no address here", "ada@example.com"),
+            without_recipient("no address here", &["ada@example.com"]),
             "no address here"
+        );
+        // Only a phone number loses its `+` for the second look; a push target and the
+        // endpoint it was registered as both go.
+        assert_eq!(
+            without_recipient("ada@example.com vs +ada@example.com", &["+ada@example.com"]),
+            "ada@example.com vs [recipient]"
+        );
+        assert_eq!(
+            without_recipient(
+                "Endpoint arn:aws:sns:us-east-1:1:endpoint/GCM/app/e1 (token tok-12345) is disabled",
+                &["tok-12345", "arn:aws:sns:us-east-1:1:endpoint/GCM/app/e1"]
+            ),
+            "Endpoint [recipient] (token [recipient]) is disabled"
+        );
+        // Multi-byte text around a mention stays whole.
+        assert_eq!(
+            without_recipient("für ADA@example.com — ok", &["ada@example.com"]),
+            "für [recipient] — ok"
         );
     }
 

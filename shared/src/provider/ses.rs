@@ -56,7 +56,7 @@ impl SesProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, delivery.recipient, ses_answer),
+            Err(error) => classify(&error, &[delivery.recipient], ses_answer),
         }
     }
 }
@@ -146,7 +146,7 @@ fn ses_answer(answer: &ServiceAnswer<'_>) -> ProviderOutcome {
     match answer.code {
         "AccountSuspendedException"
         | "SendingPausedException"
-        // SES v1's name for the account's sending being paused; some answers still use it.
+        // The name SES's v1 API gives the account's sending being paused.
         | "AccountSendingPausedException"
         | "MailFromDomainNotVerifiedException"
         | "NotFoundException" => ProviderOutcome::Misconfigured(text),

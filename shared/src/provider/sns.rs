@@ -67,7 +67,7 @@ impl SmsProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, delivery.recipient, sns_answer),
+            Err(error) => classify(&error, &[delivery.recipient], sns_answer),
         }
     }
 }
@@ -129,7 +129,7 @@ impl PushProvider {
                 already: false,
                 message_id: sent.message_id().map(str::to_string),
             },
-            Err(error) => classify(&error, &endpoint, sns_answer),
+            Err(error) => classify(&error, &[delivery.recipient, &endpoint], sns_answer),
         }
     }
 
@@ -163,7 +163,7 @@ impl PushProvider {
             .token(recipient)
             .send()
             .await
-            .map_err(|error| classify(&error, recipient, sns_answer))?;
+            .map_err(|error| classify(&error, &[recipient], sns_answer))?;
         let arn = created.endpoint_arn().map(str::to_string).ok_or_else(|| {
             ProviderOutcome::Temporary("CreatePlatformEndpoint returned no endpoint".into())
         })?;
