@@ -204,17 +204,24 @@ pub fn is_e164(text: &str) -> bool {
     })
 }
 
-/// An SNS platform endpoint ARN, or a device token (printable, no spaces), of at most
-/// [`RECIPIENT_MAX`] characters.
+/// An SNS platform endpoint ARN, or a device token (printable ASCII, no spaces or
+/// brackets), of at most [`RECIPIENT_MAX`] characters.
 pub fn is_push_target(text: &str) -> bool {
     // A push target becomes a notification's recipient, held to the same length.
     if !(1..=RECIPIENT_MAX).contains(&text.len()) {
         return false;
     }
+    // Printable ASCII without spaces; no brackets, so nothing reads as `[erased]`.
+    if !text
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b'[' && b != b']')
+    {
+        return false;
+    }
     if text.starts_with("arn:") {
         return text.starts_with("arn:aws") && text.contains(":endpoint/");
     }
-    text.bytes().all(|b| b.is_ascii_graphic())
+    true
 }
 
 #[cfg(test)]

@@ -14,8 +14,9 @@ const REDRIVE_ONE: Statement = statement!("notifications/redrive_one");
 const REDRIVE_MATCHING: Statement = statement!("notifications/redrive_matching");
 const COUNT_MATCHING: Statement = statement!("notifications/count_matching");
 
-/// Redrives one notification if it is FAILED or DEAD_LETTERED. Otherwise returns it as
-/// it is (`None` when it does not exist), and the caller answers 409 or 404.
+/// Redrives one notification if it is FAILED or DEAD_LETTERED and its recipient was not
+/// erased. Otherwise returns it as it is (`None` when it does not exist), and the caller
+/// answers 409 or 404.
 pub async fn redrive_one(
     db: &impl GenericClient,
     id: Uuid,

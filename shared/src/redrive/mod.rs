@@ -33,7 +33,7 @@ pub struct RedriveSummary {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SingleRedrive {
     Redriven(Notification),
-    /// Exists but is not FAILED or DEAD_LETTERED.
+    /// Exists but is not FAILED or DEAD_LETTERED, or its recipient was erased.
     WrongStatus(Notification),
     NotFound,
 }

@@ -323,6 +323,11 @@ async fn the_sweeper_runs_retention_and_metrics_report_the_deleted_rows() {
         text.contains("notify_retention_deleted_rows{table=\"notifications\"} 30"),
         "{text}"
     );
+    // The 0.0.4 text format: the TYPE line names the samples exactly.
+    assert!(
+        text.contains("# TYPE notify_retention_deleted_rows gauge"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@ use crate::queue::Due;
 use message::literal_payload;
 use timing::{expiry, parse_send_at};
 
+use crate::audience::erasure::ERASED_RECIPIENT;
 pub use crate::domain::RECIPIENT_MAX;
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 pub const DELAY_SECONDS_MAX: i64 = 31_536_000;
@@ -104,9 +105,14 @@ pub fn validate_create_for(
     problems.only(object, &FIELDS);
 
     let target = match (object.get("recipient"), object.get("recipientId")) {
-        (Some(_), None) => problems
-            .required_text(object, "recipient", RECIPIENT_MAX)
-            .map(RequestTarget::Address),
+        (Some(_), None) => match problems.required_text(object, "recipient", RECIPIENT_MAX) {
+            // The mark an erased notification carries; no address is spelled so.
+            Some(address) if address == ERASED_RECIPIENT => {
+                problems.add("recipient", "recipient [erased] is reserved");
+                None
+            }
+            address => address.map(RequestTarget::Address),
+        },
         (None, Some(Value::String(id))) if is_recipient_id(id) => {
             Some(RequestTarget::Profile(id.clone()))
         }
@@ -341,6 +347,15 @@ mod tests {
         let request = validate_create(&valid(), now()).expect("valid");
         assert_eq!(request.due, Due::AfterSeconds(60));
         assert_eq!(request.priority, Priority::High);
+    }
+
+    #[test]
+    fn the_mark_of_an_erased_recipient_is_no_address() {
+        let mut body = valid();
+        body["recipient"] = json!("[erased]");
+        let errors = validate_create(&body, now()).expect_err("reserved");
+        assert_eq!(errors[0].field, "recipient");
+        assert_eq!(errors[0].errors, ["recipient [erased] is reserved"]);
     }
 
     #[test]
