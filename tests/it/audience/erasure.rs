@@ -75,6 +75,32 @@ fn due_now(key: &str, channel: &str, target: (&str, &str), payload: Value) -> Va
            "idempotencyKey": key, "sendAt": now_iso()})
 }
 
+/// `PUT /recipients/{PERSON}` with [`EMAIL`]; must answer 200.
+async fn put_person(app: &TestApp) {
+    let put = call(
+        app,
+        Method::PUT,
+        &format!("/recipients/{PERSON}"),
+        None,
+        Some(&json!({"email": EMAIL})),
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+}
+
+/// `DELETE /recipients/{PERSON}`; must answer 204.
+async fn erase_person(app: &TestApp) {
+    let erased = call(
+        app,
+        Method::DELETE,
+        &format!("/recipients/{PERSON}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+}
+
 /// Sweeps until idle delivering through `provider`, optionally rate limited.
 async fn sweep(app: &TestApp, provider: Arc<dyn Provider>, limited: bool) {
     let mut builder = worker::sweeper(app.pool(), provider);
@@ -364,15 +390,7 @@ async fn erasing_one_keys_recipient_leaves_another_keys_namesake_alone() {
 #[tokio::test]
 async fn a_result_recorded_after_erasure_keeps_no_address() {
     let app = TestApp::spawn().await;
-    let put = call(
-        &app,
-        Method::PUT,
-        &format!("/recipients/{PERSON}"),
-        None,
-        Some(&json!({"email": EMAIL})),
-    )
-    .await;
-    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+    put_person(&app).await;
     let body = due_now(
         "in-flight",
         "EMAIL",
@@ -386,15 +404,7 @@ async fn a_result_recorded_after_erasure_keeps_no_address() {
         .expect("claim");
     assert_eq!(claimed.len(), 1);
 
-    let erased = call(
-        &app,
-        Method::DELETE,
-        &format!("/recipients/{PERSON}"),
-        None,
-        None,
-    )
-    .await;
-    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    erase_person(&app).await;
     let failure = notify_shared::queue::Disposition::Failed {
         error: format!("550 mailbox {EMAIL} does not exist"),
         suppress: true,
@@ -427,15 +437,7 @@ async fn a_result_recorded_after_erasure_keeps_no_address() {
 #[tokio::test]
 async fn a_claim_whose_person_is_erased_meanwhile_is_cancelled_not_sent_again() {
     let app = TestApp::spawn().await;
-    let put = call(
-        &app,
-        Method::PUT,
-        &format!("/recipients/{PERSON}"),
-        None,
-        Some(&json!({"email": EMAIL})),
-    )
-    .await;
-    assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
+    put_person(&app).await;
     for key in ["retry", "release", "recheck", "expire"] {
         let body = due_now(
             key,
@@ -450,15 +452,7 @@ async fn a_claim_whose_person_is_erased_meanwhile_is_cancelled_not_sent_again() 
         .await
         .expect("claim");
     assert_eq!(claimed.len(), 4);
-    let erased = call(
-        &app,
-        Method::DELETE,
-        &format!("/recipients/{PERSON}"),
-        None,
-        None,
-    )
-    .await;
-    assert_eq!(erased.status, StatusCode::NO_CONTENT);
+    erase_person(&app).await;
     let mut by_key = std::collections::HashMap::new();
     for claim in &claimed {
         let key: String = app
