@@ -295,6 +295,19 @@ async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowe
         open.authorize(None, Scope::Operator).await,
         Err(Refusal::Unauthenticated)
     );
+    // Nor does a restart after every key was revoked, even where anonymous access is
+    // allowed: the database once held a key, so keys stay required.
+    for allow_anonymous in [true, false] {
+        let restarted = auth::authenticator_for(&db.pool, allow_anonymous)
+            .await
+            .expect("a revoked key still makes key mode");
+        assert!(!restarted.is_open(), "allow_anonymous {allow_anonymous}");
+        assert_eq!(
+            restarted.authorize(None, Scope::Operator).await,
+            Err(Refusal::Unauthenticated),
+            "allow_anonymous {allow_anonymous}"
+        );
+    }
 }
 
 /// A notification made with a key does not lock the key's row: with a foreign key, every

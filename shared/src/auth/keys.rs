@@ -15,6 +15,7 @@ const LIST: Statement = statement!("api_keys/list");
 const LOCK_FIRST_KEY: Statement = statement!("api_keys/lock_first_key");
 const REVOKE: Statement = statement!("api_keys/revoke");
 const COUNT_ACTIVE: Statement = statement!("api_keys/count_active");
+const COUNT_ALL: Statement = statement!("api_keys/count_all");
 const UNUSED: Statement = statement!("api_keys/unused");
 
 /// A key as listed (never its secret).
@@ -112,5 +113,11 @@ pub async fn lock_first_key(db: &impl GenericClient) -> Result<(), tokio_postgre
 
 pub async fn active_key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
     let statement = COUNT_ACTIVE.prepare(db).await?;
+    db.query_one(&statement, &[]).await?.try_get("count")
+}
+
+/// Every key ever created, revoked ones included.
+pub async fn key_count(db: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
+    let statement = COUNT_ALL.prepare(db).await?;
     db.query_one(&statement, &[]).await?.try_get("count")
 }

@@ -6,8 +6,8 @@
 mod keys;
 
 pub use keys::{
-    KeyInfo, UnusedKey, active_key_count, create_key, list_keys, lock_first_key, revoke_key,
-    unused_keys,
+    KeyInfo, UnusedKey, active_key_count, create_key, key_count, list_keys, lock_first_key,
+    revoke_key, unused_keys,
 };
 
 use std::collections::HashMap;
@@ -313,15 +313,22 @@ pub const NO_KEYS: &str = "no API keys exist: create one with \
 `notify-local keys create --scope operator --name <name>` (DATABASE_URL pointing at this \
 database), or set ALLOW_ANONYMOUS=true to serve without authentication";
 
-/// Chooses the mode at start-up: keys when any active key exists; otherwise, if
-/// `allow_anonymous`, open until the first key is created, else an error naming both ways
-/// out.
+/// Chooses the mode at start-up: keys once any key was ever created, even if every one is
+/// revoked now (revoking the last key and restarting must not open the doors); otherwise,
+/// if `allow_anonymous`, open until the first key is created, else an error naming both
+/// ways out.
 pub async fn authenticator_for(
     pool: &Pool,
     allow_anonymous: bool,
 ) -> anyhow::Result<Authenticator> {
     let db = pool.get().await?;
-    if active_key_count(&db).await? > 0 {
+    if key_count(&db).await? > 0 {
+        if active_key_count(&db).await? == 0 {
+            tracing::warn!(
+                "every API key is revoked: every route but /health answers 401 until one is \
+                 created with `notify-local keys create --scope operator --name <name>`"
+            );
+        }
         return Ok(Authenticator::with_keys(pool.clone()));
     }
     anyhow::ensure!(allow_anonymous, NO_KEYS);
