@@ -52,6 +52,10 @@ impl EmbeddedPostgres {
 
         fs::create_dir_all(base_dir)
             .with_context(|| format!("cannot create {}", base_dir.display()))?;
+        // PostgreSQL runs in its data folder: a relative path would be resolved again
+        // from there (the socket folder, the log), so every path handed to it is absolute.
+        let base_dir = &fs::canonicalize(base_dir)
+            .with_context(|| format!("cannot resolve {}", base_dir.display()))?;
         // As root the server runs as another user, who must be able to reach the folder;
         // under a private home (mode 700) it cannot, so use a new folder of the temporary
         // directory instead: a random name, created here (never one that already exists),
@@ -123,8 +127,19 @@ impl EmbeddedPostgres {
         Ok(server)
     }
 
-    /// Starts the postmaster on this server's data folder and port.
+    /// Where the server writes its own messages (read when it fails to start).
+    fn log_file(&self) -> PathBuf {
+        self.data_dir.join("server.log")
+    }
+
+    /// Starts the postmaster on this server's data folder and port; its messages go to
+    /// [`Self::log_file`].
     fn launch(&self) -> anyhow::Result<Child> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_file())
+            .with_context(|| format!("cannot open {}", self.log_file().display()))?;
         let mut command = with_user(
             Command::new(self.bin_dir.join("postgres")),
             self.run_as,
@@ -147,7 +162,7 @@ impl EmbeddedPostgres {
             .args(["-c", "max_connections=300"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(log);
         spawn_from_parking_thread(command)
     }
 
@@ -184,7 +199,9 @@ impl EmbeddedPostgres {
         self.child.as_ref().map(Child::id)
     }
 
-    fn wait_until_ready(&self) -> anyhow::Result<()> {
+    /// Waits for the server to accept connections; a server that exits first is reported
+    /// at once, with the end of its log.
+    fn wait_until_ready(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
         let pid_file = self.data_dir.join("postmaster.pid");
         while started.elapsed() < READY_TIMEOUT {
@@ -194,9 +211,33 @@ impl EmbeddedPostgres {
             {
                 return Ok(());
             }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                bail!(
+                    "the embedded PostgreSQL exited ({status}) before it accepted connections: {}",
+                    self.log_tail()
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        bail!("the embedded PostgreSQL did not become ready within {READY_TIMEOUT:?}")
+        bail!(
+            "the embedded PostgreSQL did not become ready within {READY_TIMEOUT:?}: {}",
+            self.log_tail()
+        )
+    }
+
+    /// The last lines of the server's log, for an error message.
+    fn log_tail(&self) -> String {
+        let text = fs::read_to_string(self.log_file()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
+        if tail.is_empty() {
+            format!("nothing in {}", self.log_file().display())
+        } else {
+            tail
+        }
     }
 
     /// Fast shutdown, then the data folder is deleted.
