@@ -98,8 +98,9 @@ pub async fn list(
     .collect()
 }
 
-/// A notification's webhook event and its dispatch, as `GET
-/// /notifications/{id}/webhook-events` shows it.
+/// A notification's webhook event and its dispatch to one destination, as `GET
+/// /notifications/{id}/webhook-events` shows it: an event sent to several endpoints is a
+/// row per endpoint, all with the same `event_id`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
@@ -120,6 +121,8 @@ pub struct EventView {
     pub delivered_at: Option<DateTime<Utc>>,
     #[serde(serialize_with = "optional_time")]
     pub given_up_at: Option<DateTime<Utc>>,
+    /// Where this row goes: `None` until routed, and for the default URL or no receiver.
+    pub endpoint_id: Option<Uuid>,
 }
 
 fn optional_time<S: serde::Serializer>(
@@ -132,7 +135,7 @@ fn optional_time<S: serde::Serializer>(
     }
 }
 
-/// The webhook events of a notification, oldest first.
+/// The webhook events of a notification, a row per destination, oldest first.
 pub async fn events_of(
     db: &impl GenericClient,
     notification: Uuid,
@@ -143,7 +146,7 @@ pub async fn events_of(
         .iter()
         .map(|row| {
             Ok(EventView {
-                event_id: row.try_get("id")?,
+                event_id: row.try_get("event_id")?,
                 kind: row.try_get("type")?,
                 status: row.try_get("status")?,
                 attempt_count: row.try_get("attempt_count")?,
@@ -155,6 +158,7 @@ pub async fn events_of(
                 last_error: row.try_get("last_error")?,
                 delivered_at: row.try_get("delivered_at")?,
                 given_up_at: row.try_get("given_up_at")?,
+                endpoint_id: row.try_get("endpoint_id")?,
             })
         })
         .collect()

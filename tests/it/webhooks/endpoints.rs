@@ -618,3 +618,71 @@ async fn circuit_events_reach_operator_endpoints_only() {
     );
     assert!(ops_failures.received().is_empty() && clients.received().is_empty());
 }
+
+#[tokio::test]
+async fn a_notifications_events_show_each_endpoints_delivery() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (owner, client) = key(db, "client", Scope::Client).await;
+    let accepting = Receiver::start(&[], Reply::Status(200)).await;
+    let refusing = Receiver::start(&[], Reply::Status(500)).await;
+    let (accepted_by, _) = register(&app, &client, json!({"url": accepting.url})).await;
+    let (refused_by, _) = register(&app, &client, json!({"url": refusing.url})).await;
+    let notification = factory::create(&db.pool, factory::Spec::default()).await;
+    execute(
+        &db.pool,
+        "UPDATE notifications SET owner_key_id = $2 WHERE id = $1",
+        &[&notification.id, &owner],
+    )
+    .await;
+    let event = factory::insert_event(&db.pool, notification.id, "SENT", 1, Utc::now()).await;
+
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 10)
+        .destinations(OPEN)
+        .build();
+    let mut claimed = 0;
+    for _ in 0..3 {
+        claimed += worker::drain(&drainer).await.claimed;
+    }
+    assert_eq!(claimed, 2, "one dispatch per endpoint");
+
+    let (status, reply) = call(
+        &app,
+        Method::GET,
+        &format!("/notifications/{}/webhook-events", notification.id),
+        &client,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let items = reply["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2, "a row per endpoint: {reply}");
+    let by_endpoint: HashMap<String, &Value> = items
+        .iter()
+        .map(|item| {
+            (
+                item["endpointId"].as_str().expect("endpointId").to_string(),
+                item,
+            )
+        })
+        .collect();
+    let accepted = by_endpoint[&accepted_by.to_string()];
+    let refused = by_endpoint[&refused_by.to_string()];
+    for item in [accepted, refused] {
+        assert_eq!(item["eventId"], event.to_string(), "{item}");
+        assert_eq!(item["type"], "notification.sent", "{item}");
+        assert_eq!(
+            item["status"], "SENT",
+            "a copy shows the transition: {item}"
+        );
+    }
+    assert_eq!(accepted["dispatchState"], "DELIVERED", "{accepted}");
+    assert_eq!(refused["dispatchState"], "PENDING", "{refused}");
+    assert_eq!(refused["dispatchAttempts"], 1, "{refused}");
+    assert!(
+        refused["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("500")),
+        "{refused}"
+    );
+}
