@@ -3,11 +3,15 @@
 -- (webhook_events_given_up_recent), and per destination (an endpoint, or NULL for the
 -- default WEBHOOK_URL; the ten with most first) how many, since when they were created
 -- (what a replay's `since` takes), the endpoint's URL and the three most frequent errors.
+-- Events of an endpoint deleted since are left out: nothing can be done about them, and a
+-- replay would only give them up again.
 WITH given_up AS (
     SELECT e.endpoint_id, e.created_at, coalesce(left(e.last_error, 200), '') AS error
     FROM webhook_events e
     WHERE e.dispatch_state = 'GIVEN_UP'
       AND e.given_up_at > now() - $1::int8 * interval '1 second'
+      AND (e.endpoint_id IS NULL
+           OR EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id))
 ), per_error AS (
     SELECT endpoint_id, error, count(*) AS count,
            row_number() OVER (PARTITION BY endpoint_id ORDER BY count(*) DESC, error) AS rank

@@ -353,6 +353,70 @@ async fn given_up_events_are_a_finding_per_endpoint_whose_request_replays_them()
     );
 }
 
+/// Events given up because (or after) their endpoint was deleted have nowhere to go: they
+/// are no finding, and a replay of everything leaves them given up.
+#[tokio::test]
+async fn given_up_events_of_a_deleted_endpoint_are_no_finding_and_are_not_replayed() {
+    let app = TestApp::spawn().await;
+    let pool = &app.db.pool;
+    let endpoint = Uuid::new_v4();
+    app.db
+        .execute(
+            "INSERT INTO webhook_endpoints (id, owner_key_id, operator, url, secret)
+             VALUES ($1, '00000000-0000-0000-0000-000000000000', true,
+                     'https://hooks.example.com/gone', 'whsec_c2VjcmV0')",
+            &[&endpoint],
+        )
+        .await;
+    let sent = factory::create_many(pool, 3, |_| factory::Spec::default()).await;
+    for (i, notification) in sent.iter().enumerate() {
+        let event =
+            factory::insert_event(pool, notification.id, "SENT", 1, chrono::Utc::now()).await;
+        let routed: Option<Uuid> = (i < 2).then_some(endpoint);
+        app.db
+            .execute(
+                "UPDATE webhook_events SET dispatch_state = 'GIVEN_UP', given_up_at = now(),
+                        dispatch_attempts = 10, last_error = 'HTTP 503', endpoint_id = $2
+                 WHERE id = $1",
+                &[&event, &routed],
+            )
+            .await;
+    }
+    assert_eq!(digest(&app).await.len(), 2, "one finding per destination");
+    let reply = app
+        .send(app.request(Method::DELETE, &format!("/webhook-endpoints/{endpoint}")))
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.body);
+
+    let findings = digest(&app).await;
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["evidence"]["endpointId"], Value::Null);
+    let reply = app
+        .send(
+            app.request(Method::POST, "/webhook-events/retry")
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT count(*) FROM webhook_events
+                 WHERE dispatch_state = 'GIVEN_UP' AND endpoint_id = '{endpoint}'"
+            ))
+            .await,
+        2,
+        "the deleted endpoint's events stay given up"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT count(*) FROM webhook_events WHERE dispatch_state = 'PENDING' AND endpoint_id IS NULL")
+            .await,
+        1,
+        "the default URL's event is replayed"
+    );
+}
+
 /// `count` suppressions of `channel` and `reason`, created `hours_ago` hours ago.
 async fn suppress(app: &TestApp, channel: &str, reason: &str, count: i64, hours_ago: f64) {
     app.db
