@@ -6,8 +6,9 @@
 -- quote the address), the simulated provider its copy, the rate limit its reservations;
 -- suppressions keep only the hash. A campaign's notification keeps only the campaign's
 -- id in its payload, so the campaign's counts still count it; no idempotency key or
--- campaign audience keeps the id. Without a profile ($3
--- empty), what was kept under its id goes all the same. One statement: all of it or none.
+-- campaign audience keeps the id. Without a profile ($3 empty), what was kept under its
+-- id goes all the same. One statement: all of it or none. Run after
+-- campaigns/lock_expanding, so no chunk of an expanding campaign is in flight.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), preferences AS (
@@ -42,17 +43,22 @@ WITH profile AS (
     FROM theirs WHERE n.id = theirs.id
     RETURNING n.id
 ), audiences AS (
-    -- The id leaves the audiences of the owner's campaigns where it was already expanded
-    -- (a position past the checkpoint of an expanding campaign is still to be read: there
-    -- the expansion finds no profile and records the notification as SUPPRESSED), and a
-    -- finished walk of every profile forgets its last position.
+    -- The id leaves the audiences of the owner's campaigns: where it was expanded its
+    -- place reads [erased] (the redacted notification still counts), where an expanding
+    -- campaign has yet to reach it the person leaves the audience, which shrinks by as
+    -- many places; a finished walk of every profile forgets its last position.
     UPDATE campaigns c
     SET recipient_ids = CASE
             WHEN c.recipient_ids IS NULL THEN NULL
             WHEN c.status = 'EXPANDING'
                 THEN array_replace(c.recipient_ids[1:c.expanded], $2, '[erased]')
-                     || c.recipient_ids[c.expanded + 1:]
+                     || array_remove(c.recipient_ids[c.expanded + 1:], $2)
             ELSE array_replace(c.recipient_ids, $2, '[erased]') END,
+        audience_size = CASE
+            WHEN c.recipient_ids IS NULL OR c.status <> 'EXPANDING' THEN c.audience_size
+            ELSE c.audience_size
+                 - cardinality(c.recipient_ids[c.expanded + 1:])
+                 + cardinality(array_remove(c.recipient_ids[c.expanded + 1:], $2)) END,
         cursor_recipient = CASE WHEN c.status <> 'EXPANDING' AND c.cursor_recipient = $2
                                 THEN NULL ELSE c.cursor_recipient END
     WHERE c.owner = $1 AND ($2 = ANY (c.recipient_ids)

@@ -14,6 +14,7 @@ use crate::sql::{Statement, statement};
 pub const ERASED_RECIPIENT: &str = "[erased]";
 
 const LOCK: Statement = statement!("recipients/lock");
+const LOCK_CAMPAIGNS: Statement = statement!("campaigns/lock_expanding");
 const ERASE: Statement = statement!("recipients/erase");
 
 /// What an erasure removed; `None` when nothing was kept under the id.
@@ -59,6 +60,11 @@ pub async fn erase(
         .map(|(channel, a)| address::hash(secret, *channel, a))
         .collect();
     let channels: Vec<Channel> = addresses.iter().map(|(c, _)| *c).collect();
+    // A chunk of the owner's campaign being inserted now may hold the person: wait for it,
+    // so the erasure (a statement of its own, seeing what committed before it) redacts
+    // what the chunk wrote, and keep the next chunk out until the person left the audience.
+    let lock_campaigns = LOCK_CAMPAIGNS.prepare(&tx).await?;
+    tx.execute(&lock_campaigns, &[&owner]).await?;
     let erase = ERASE.prepare(&tx).await?;
     let row = tx
         .query_one(&erase, &[&owner, &id, &plain, &hashes, &channels])

@@ -671,3 +671,138 @@ async fn erasing_a_recipient_keeps_the_campaigns_counts_whole() {
         1
     );
 }
+
+/// A person erased while their campaign expands is written by no chunk: not by the chunk
+/// being inserted at that moment, nor by one prepared ahead of it, nor by one still to
+/// come. Whoever was already expanded keeps a redacted notification; whoever was not
+/// leaves the audience. Erasures race a real expansion on their own connections.
+#[tokio::test]
+async fn a_person_erased_while_the_campaign_expands_is_written_by_no_chunk() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 4000).await;
+    let listed: Vec<String> = (1..=4000).map(|i| format!("r{i:05}")).collect();
+    let mut campaign_ids = Vec::new();
+    for (key, audience) in [
+        ("listed", json!({"recipientIds": listed})),
+        ("every", json!({"allRecipients": true})),
+    ] {
+        let (status, created) = submit(&app, &campaign(key, audience)).await;
+        assert_eq!(status, 202, "{created}");
+        campaign_ids.push(created["id"].as_str().expect("id").to_string());
+    }
+
+    // The listed campaign's first chunk goes in, and its second is prepared ahead on a
+    // spare connection; then someone of that second chunk is erased.
+    let mut db = app.pool().get().await.expect("a connection");
+    let mut expander = campaigns::Expander::new(b"dev", 6);
+    let first = expander
+        .expand_chunk(&mut db, app.pool())
+        .await
+        .expect("a chunk expands");
+    assert_eq!(first, Some(1000));
+    let mut erased = vec!["r01500".to_string()];
+    let reply = call(&app, Method::DELETE, "/recipients/r01500", None).await;
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let second = expander
+        .expand_chunk(&mut db, app.pool())
+        .await
+        .expect("a chunk expands");
+    assert_eq!(second, Some(1000));
+
+    // The rest expands while people all over the audience are erased.
+    let racing: Vec<String> = (0..40).map(|k| format!("r{:05}", 50 + k * 97)).collect();
+    let erasing_done = std::cell::Cell::new(false);
+    let expanding = async {
+        let mut chunks = 2;
+        loop {
+            match expander
+                .expand_chunk(&mut db, app.pool())
+                .await
+                .expect("a chunk expands")
+            {
+                Some(_) => chunks += 1,
+                // Nothing to expand: finished, or skipped while an erasure holds it.
+                None if erasing_done.get() => break,
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+            assert!(chunks < 20, "the campaigns never finished expanding");
+        }
+    };
+    let erasing = async {
+        for person in &racing {
+            let reply = call(&app, Method::DELETE, &format!("/recipients/{person}"), None).await;
+            assert_eq!(reply.status, 204, "{}", reply.body);
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+        erasing_done.set(true);
+    };
+    tokio::join!(expanding, erasing);
+    erased.extend(racing);
+    let addresses: Vec<String> = erased
+        .iter()
+        .map(|id| {
+            format!(
+                "{}@example.com",
+                id.trim_start_matches('r').trim_start_matches('0')
+            )
+        })
+        .map(|number| format!("r{number}"))
+        .collect();
+    assert_eq!(addresses[0], "r1500@example.com");
+
+    // Nothing names them: no notification, key or audience.
+    let named: i64 = app
+        .db
+        .scalar(
+            "SELECT (SELECT count(*) FROM notifications
+                     WHERE recipient_id = ANY($1) OR recipient = ANY($2)
+                        OR EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(id)
+                                   WHERE notifications.idempotency_key LIKE '%:' || p.id)
+                        OR payload::text LIKE ANY (SELECT '%' || a || '%' FROM unnest($2::text[]) AS a))
+                  + (SELECT count(*) FROM campaigns WHERE recipient_ids && $1)",
+            &[&erased, &addresses],
+        )
+        .await;
+    assert_eq!(named, 0, "an erased person is still named");
+
+    // Everyone else has exactly one notification of each campaign, and each campaign's
+    // counts add up to what it expanded.
+    for id in &campaign_ids {
+        let state = campaign_state(&app, id).await;
+        assert_eq!(state["status"], "QUEUED", "{state}");
+        let counted: i64 = state["counts"]
+            .as_object()
+            .expect("counts")
+            .values()
+            .map(|n| n.as_i64().expect("a count"))
+            .sum();
+        assert_eq!(
+            counted,
+            state["expanded"].as_i64().expect("expanded"),
+            "{state}"
+        );
+        let (people, rows): (i64, i64) = (
+            app.db
+                .scalar(
+                    "SELECT count(DISTINCT recipient_id) FROM notifications
+                     WHERE payload #>> '{$template,campaign}' = $1",
+                    &[id],
+                )
+                .await,
+            app.db
+                .scalar(
+                    "SELECT count(*) FROM notifications
+                     WHERE payload #>> '{$template,campaign}' = $1 AND recipient_id IS NOT NULL",
+                    &[id],
+                )
+                .await,
+        );
+        assert_eq!((people, rows), (4000 - 41, 4000 - 41), "{state}");
+    }
+    let listed_state = campaign_state(&app, &campaign_ids[0]).await;
+    assert_eq!(
+        listed_state["expanded"], listed_state["audienceSize"],
+        "{listed_state}"
+    );
+}

@@ -5,9 +5,10 @@
 //! While a chunk's insert runs, the chunk after it is prepared on a second connection
 //! when the pool has one free: its recipient ids read and put through the audience rules.
 //! Preparing only reads, so it needs no transaction of its own; the next chunk uses it
-//! only if it starts from the very checkpoint it was prepared for, and reads afresh
-//! otherwise (another worker moved the campaign on, say). In B9 the reads and the work
-//! between the statements were a quarter of a chunk's time.
+//! only if it starts from the very checkpoint it was prepared for with the very recipient
+//! ids it reads now, and prepares afresh otherwise (another worker moved the campaign on,
+//! or a person was erased and left the audience). In B9 the reads and the work between
+//! the statements were a quarter of a chunk's time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,15 +98,16 @@ impl Expander {
             cursor: row.try_get("cursor_recipient")?,
         };
         let version = self.version(&transaction, &campaign).await?;
+        let ids = if campaign.all_recipients {
+            profiles::page_ids(&transaction, campaign.owner, start.cursor.as_deref(), CHUNK).await?
+        } else {
+            row.try_get("chunk")?
+        };
         let prepared = match self.next.take() {
-            Some(prepared) if prepared.start == start => prepared,
+            // The chunk prepared ahead holds only if no other worker moved the campaign on
+            // and nobody left its audience since (an erased person is no longer in `ids`).
+            Some(prepared) if prepared.start == start && prepared.ids == ids => prepared,
             _ => {
-                let ids = if campaign.all_recipients {
-                    profiles::page_ids(&transaction, campaign.owner, start.cursor.as_deref(), CHUNK)
-                        .await?
-                } else {
-                    row.try_get("chunk")?
-                };
                 self.prepare(&transaction, &campaign, &version, start.clone(), ids)
                     .await?
             }
