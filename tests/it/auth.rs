@@ -310,6 +310,33 @@ async fn without_keys_the_api_refuses_to_start_unless_anonymous_access_is_allowe
     }
 }
 
+/// A process that started open closes even when the only key it could have seen was
+/// created and revoked between two of its looks at the keys.
+#[tokio::test]
+async fn a_key_created_and_revoked_between_two_looks_still_closes_an_open_process() {
+    let db = TestDb::new().await;
+    let open = auth::authenticator_for(&db.pool, true)
+        .await
+        .expect("allowed");
+    // Its first look: no key.
+    assert_eq!(
+        open.authorize(None, Scope::Operator).await,
+        Ok(Caller::ANONYMOUS)
+    );
+    let connection = db.pool.get().await.expect("db");
+    let (id, _) = auth::create_key(&connection, "short-lived", Scope::Operator)
+        .await
+        .expect("key");
+    assert!(auth::revoke_key(&connection, id).await.expect("revoke"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        open.authorize(None, Scope::Operator).await,
+        Err(Refusal::Unauthenticated),
+        "no active key, but one was created: keys are required"
+    );
+    assert!(!open.is_open());
+}
+
 /// A notification made with a key does not lock the key's row: with a foreign key, every
 /// open intake transaction of a client held a share lock on that one row, and their
 /// concurrent locks became a new multixact for nearly every insert (V23).

@@ -95,11 +95,14 @@ pub enum Refusal {
     Unavailable,
 }
 
-/// The active keys as last read: id → (scope, secret hash), and when.
+/// The active keys as last read: id → (scope, secret hash), and when; and, read only while
+/// the doors are open, whether any key was ever created (one created and revoked between
+/// two reads closes them all the same).
 #[derive(Default)]
 struct Snapshot {
     keys: HashMap<Uuid, (Scope, String)>,
     read_at: Option<Instant>,
+    any_key_created: bool,
 }
 
 impl Snapshot {
@@ -114,9 +117,10 @@ impl Snapshot {
 /// keys it makes up, costs at most one read per second and never holds a connection.
 ///
 /// Opened with [`Authenticator::open_until_a_key_exists`], it lets everyone in while the
-/// database holds no active key, looks again at most once a second, and requires keys from
-/// the first one it sees until the process ends: a key created while the service runs
-/// takes effect within a second, and revoking every key never opens the doors again.
+/// database holds no key, looks again at most once a second, and requires keys from the
+/// first one it sees (revoked ones included) until the process ends: a key created while
+/// the service runs takes effect within a second, and revoking every key, even before the
+/// next look, never opens the doors again.
 #[derive(Clone)]
 pub struct Authenticator {
     pool: Option<Pool>,
@@ -176,7 +180,10 @@ impl Authenticator {
         if age >= UNKNOWN_KEY_REREAD {
             self.reread(pool, UNKNOWN_KEY_REREAD).await?;
         }
-        let keys_exist = self.snapshot.read().map_or(true, |s| !s.keys.is_empty());
+        let keys_exist = self
+            .snapshot
+            .read()
+            .map_or(true, |s| !s.keys.is_empty() || s.any_key_created);
         if keys_exist && self.open.swap(false, Ordering::AcqRel) {
             tracing::warn!("an API key exists now: every route but /health requires one");
         }
@@ -273,12 +280,13 @@ impl Authenticator {
         if age < older_than {
             return Ok(());
         }
-        match read_active_keys(pool).await {
-            Ok(keys) => {
+        match read_keys(pool, self.is_open()).await {
+            Ok((keys, any_key_created)) => {
                 if let Ok(mut snapshot) = self.snapshot.write() {
                     *snapshot = Snapshot {
                         keys,
                         read_at: Some(Instant::now()),
+                        any_key_created,
                     };
                 }
                 Ok(())
@@ -295,7 +303,11 @@ impl Authenticator {
     }
 }
 
-async fn read_active_keys(pool: &Pool) -> anyhow::Result<HashMap<Uuid, (Scope, String)>> {
+/// The active keys, and with `count_all` whether any key, revoked or not, exists.
+async fn read_keys(
+    pool: &Pool,
+    count_all: bool,
+) -> anyhow::Result<(HashMap<Uuid, (Scope, String)>, bool)> {
     let db = pool.get().await?;
     let statement = ACTIVE.prepare(&db).await?;
     let mut keys = HashMap::new();
@@ -305,7 +317,8 @@ async fn read_active_keys(pool: &Pool) -> anyhow::Result<HashMap<Uuid, (Scope, S
             .ok_or_else(|| anyhow::anyhow!("unknown key scope {scope:?} in the database"))?;
         keys.insert(row.try_get("id")?, (scope, row.try_get("secret_hash")?));
     }
-    Ok(keys)
+    let any_key_created = count_all && key_count(&db).await? > 0;
+    Ok((keys, any_key_created))
 }
 
 /// The message when keys are required but none exist.
