@@ -268,11 +268,7 @@ impl TemplateCursor {
         let text = std::str::from_utf8(&bytes).ok()?;
         let (micros, template_id) = text.split_once(':')?;
         let created_at_micros = micros.parse::<i64>().ok()?;
-        // Only times PostgreSQL can compare with (years 1 to 9999).
-        let at = DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
-        if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
-            return None;
-        }
+        crate::queue::cursor_time(created_at_micros)?;
         let valid = !template_id.is_empty()
             && template_id.len() <= 64
             && template_id

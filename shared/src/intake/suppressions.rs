@@ -207,7 +207,7 @@ fn decode_cursor(cursor: &str) -> Option<Position> {
         return None;
     }
     Some(Position {
-        created_at: DateTime::from_timestamp_micros(micros)?,
+        created_at: crate::queue::cursor_time(micros)?,
         channel,
         hash: hash.to_string(),
     })
@@ -228,5 +228,7 @@ mod tests {
         assert_eq!(decode_cursor(&cursor), Some(position));
         assert_eq!(decode_cursor("bm90LWEtY3Vyc29y"), None);
         assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("1:FAX:aa")), None);
+        let ancient = format!("-300000000000000000:EMAIL:{}", "a".repeat(64));
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode(ancient)), None);
     }
 }

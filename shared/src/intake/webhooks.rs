@@ -289,7 +289,7 @@ fn decode_cursor(cursor: &str) -> Option<(DateTime<Utc>, Uuid)> {
     let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
     let (micros, id) = text.split_once(':')?;
     Some((
-        DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+        crate::queue::cursor_time(micros.parse().ok()?)?,
         validation::uuid(id)?,
     ))
 }
@@ -304,6 +304,9 @@ mod tests {
         let id = Uuid::new_v4();
         assert_eq!(decode_cursor(&encode_cursor(at, id)), Some((at, id)));
         assert_eq!(decode_cursor("bm90LWEtY3Vyc29y"), None);
+        // Before year 1: a time chrono can hold and PostgreSQL cannot compare with.
+        let ancient = URL_SAFE_NO_PAD.encode(format!("-300000000000000000:{id}"));
+        assert_eq!(decode_cursor(&ancient), None);
     }
 
     #[test]

@@ -40,6 +40,16 @@ pub struct Cursor {
     pub id: Uuid,
 }
 
+/// The time of a cursor's position, `micros` after the epoch; `None` unless PostgreSQL
+/// can compare with it (years 1 to 9999): a cursor holding anything else was never one
+/// the service wrote, and passed on it would be a database error.
+pub fn cursor_time(micros: i64) -> Option<DateTime<Utc>> {
+    let at = DateTime::<Utc>::from_timestamp_micros(micros)?;
+    (1..=9999)
+        .contains(&chrono::Datelike::year(&at))
+        .then_some(at)
+}
+
 impl Cursor {
     pub fn of(notification: &Notification) -> Self {
         Cursor {
@@ -59,12 +69,7 @@ impl Cursor {
         let text = std::str::from_utf8(&bytes).ok()?;
         let (micros, id) = text.split_once(':')?;
         let created_at_micros = micros.parse::<i64>().ok()?;
-        // Only times PostgreSQL can compare with (years 1 to 9999): anything else was not
-        // written by encode.
-        let at = DateTime::<Utc>::from_timestamp_micros(created_at_micros)?;
-        if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
-            return None;
-        }
+        cursor_time(created_at_micros)?;
         let id = Uuid::try_parse(id).ok()?;
         // Only the canonical spelling is accepted, so a cursor has exactly one text form.
         (format!("{created_at_micros}:{id}") == text).then_some(Cursor {
