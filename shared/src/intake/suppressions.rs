@@ -8,7 +8,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chrono::DateTime;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
@@ -220,7 +219,8 @@ mod tests {
     #[test]
     fn cursors_round_trip_and_refuse_tampering() {
         let position = Position {
-            created_at: DateTime::from_timestamp_micros(1_700_000_000_123_456).expect("time"),
+            created_at: chrono::DateTime::from_timestamp_micros(1_700_000_000_123_456)
+                .expect("time"),
             channel: Channel::Sms,
             hash: "a".repeat(64),
         };
