@@ -7,7 +7,8 @@
 -- $9 when each call started, $10 when it finished, $11 the keyed hash of the address to
 -- suppress (NULL: none); $12 the worker. A notification whose person was erased while
 -- it was in flight keeps no error text (a provider may quote the address), and its
--- suppression keeps only the hash.
+-- suppression keeps only the hash; one to be retried whose person was erased or whose
+-- campaign was cancelled meanwhile is CANCELLED.
 WITH results AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[],
                          $6::bool[], $7::text[], $8::text[], $9::timestamptz[],
@@ -16,11 +17,22 @@ WITH results AS (
              finished_at, suppress_hash)
 ), recorded AS (
     UPDATE notifications n
-    -- Due again, but the person was erased meanwhile: cancelled, as erasure cancels
-    -- what waits.
-    SET status = CASE WHEN r.status = 'PENDING' AND n.recipient = '[erased]' THEN 'CANCELLED'
+    -- Due again, but the person was erased or the campaign cancelled while it was in
+    -- flight: cancelled, as erasure and a campaign's cancel cancel what waits. Read from
+    -- the row being updated, so an erasure that committed meanwhile is seen; the campaign
+    -- is looked up only for a retry (its id in a payload is only ever written by its
+    -- expansion, so it is a uuid).
+    SET status = CASE WHEN r.status <> 'PENDING' THEN r.status
+                      WHEN n.recipient = '[erased]' THEN 'CANCELLED'
+                      WHEN EXISTS (SELECT 1 FROM campaigns c
+                                   WHERE c.id = (n.payload #>> '{$template,campaign}')::uuid
+                                     AND c.status = 'CANCELLED') THEN 'CANCELLED'
                       ELSE r.status END,
-        cancelled_at = CASE WHEN r.status = 'PENDING' AND n.recipient = '[erased]' THEN now()
+        cancelled_at = CASE WHEN r.status <> 'PENDING' THEN n.cancelled_at
+                            WHEN n.recipient = '[erased]' THEN now()
+                            WHEN EXISTS (SELECT 1 FROM campaigns c
+                                         WHERE c.id = (n.payload #>> '{$template,campaign}')::uuid
+                                           AND c.status = 'CANCELLED') THEN now()
                             ELSE n.cancelled_at END,
         last_error = CASE WHEN n.recipient = '[erased]' THEN NULL ELSE r.error END,
         attempt_count = n.attempt_count - r.refund::int,

@@ -4,23 +4,27 @@
 -- dead-letters it, with its webhook event in the same statement. The attempt the claim
 -- spent gets its row in the attempt history (TEMPORARY: the answer, if the provider was
 -- called at all, was never recorded), from the claim to now, under the worker that held it.
--- A claim whose person was erased meanwhile is CANCELLED instead, as erasure cancels what
--- waits. Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
+-- A claim whose person was erased or whose campaign was cancelled meanwhile is CANCELLED
+-- instead, as erasure and a campaign's cancel cancel what waits. Read from queue_lease_expiry; both rows locked with SKIP LOCKED, as the claim does.
 WITH expired AS (
     SELECT q.id, n.attempt_count, coalesce(n.claimed_by, 'unknown') AS worker,
-           n.lease_expires_at - $1::int8 * interval '1 second' AS claimed_at
+           n.lease_expires_at - $1::int8 * interval '1 second' AS claimed_at,
+           n.recipient = '[erased]'
+               OR EXISTS (SELECT 1 FROM campaigns c
+                          WHERE c.id = (n.payload #>> '{$template,campaign}')::uuid
+                            AND c.status = 'CANCELLED') AS stopped
     FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.status = 'PROCESSING' AND q.lease_expires_at < now() AND n.status = 'PROCESSING'
     ORDER BY q.lease_expires_at LIMIT $2 FOR UPDATE OF q, n SKIP LOCKED
 ), recovered AS (
     UPDATE notifications n
-    SET status = CASE WHEN n.recipient = '[erased]' THEN 'CANCELLED'
+    SET status = CASE WHEN expired.stopped THEN 'CANCELLED'
                       WHEN n.attempt_count >= n.max_attempts AND n.reconciliation_granted
                       THEN 'DEAD_LETTERED' ELSE 'PENDING' END,
-        cancelled_at = CASE WHEN n.recipient = '[erased]' THEN now() ELSE n.cancelled_at END,
+        cancelled_at = CASE WHEN expired.stopped THEN now() ELSE n.cancelled_at END,
         dead_lettered_at = CASE WHEN n.attempt_count >= n.max_attempts
                                 AND n.reconciliation_granted
-                                AND n.recipient <> '[erased]' THEN now() END,
+                                AND NOT expired.stopped THEN now() END,
         max_attempts = CASE WHEN n.attempt_count >= n.max_attempts
                             AND NOT n.reconciliation_granted
                             THEN n.max_attempts + 1 ELSE n.max_attempts END,

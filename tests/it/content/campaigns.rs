@@ -806,3 +806,57 @@ async fn a_person_erased_while_the_campaign_expands_is_written_by_no_chunk() {
         "{listed_state}"
     );
 }
+
+/// Three notifications of a campaign are claimed, then the campaign is cancelled: whichever
+/// way each claim ends (a retry recorded, handed back untried, an expired lease), it ends
+/// CANCELLED, never PENDING again, so nothing of the campaign is sent after the cancel but
+/// what was already on its way to the provider.
+#[tokio::test]
+async fn a_claim_of_a_campaign_cancelled_meanwhile_is_cancelled_not_retried() {
+    let app = TestApp::spawn().await;
+    publish(&app, "welcome", &welcome("Hi")).await;
+    profiles(&app.db, 3).await;
+    let ids: Vec<String> = (1..=3).map(|i| format!("r{i:05}")).collect();
+    let (_, created) = submit(&app, &campaign("in-flight", json!({"recipientIds": ids}))).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    assert_eq!(expand_all(&app).await, 3);
+    let conn = app.pool().get().await.expect("connection");
+    let claimed = worker::claim(&conn, "test-worker", 10, worker::LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 3);
+    let reply = call(&app, Method::DELETE, &format!("/campaigns/{id}"), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    let failure = notify_shared::queue::Disposition::Retry {
+        error: "try again".into(),
+        delay: Duration::ZERO,
+    };
+    worker::record(&conn, &[(&claimed[0], failure)])
+        .await
+        .expect("record");
+    notify_shared::queue::release(&conn, &[(&claimed[1], None)])
+        .await
+        .expect("release");
+    app.db
+        .execute(
+            "UPDATE notifications SET lease_expires_at = now() - interval '1 second'
+             WHERE id = $1",
+            &[&claimed[2].id],
+        )
+        .await;
+    notify_shared::queue::recover_expired(&conn, worker::LEASE, 10)
+        .await
+        .expect("recover");
+
+    let state = campaign_state(&app, &id).await;
+    assert_eq!(state["counts"]["pending"], 0, "{state}");
+    assert_eq!(state["counts"]["cancelled"], 3, "{state}");
+    assert!(
+        worker::claim(&conn, "test-worker", 10, worker::LEASE)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a cancelled campaign's notification is claimable again"
+    );
+}
