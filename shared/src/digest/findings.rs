@@ -210,13 +210,13 @@ pub(super) fn outbox_findings(
         .map(Vec::as_slice)
         .unwrap_or_default();
     for destination in destinations {
-        findings.push(given_up_finding(destination, counts.given_up));
+        findings.push(given_up_finding(destination));
     }
     findings
 }
 
 /// One destination's given-up events: fix the receiver, then replay them (the request).
-fn given_up_finding(destination: &serde_json::Value, given_up_total: i64) -> Finding {
+fn given_up_finding(destination: &serde_json::Value) -> Finding {
     let count = destination["count"].as_i64().unwrap_or(0);
     let endpoint = destination["endpointId"].as_str();
     let plural = if count == 1 { "" } else { "s" };
@@ -248,7 +248,6 @@ fn given_up_finding(destination: &serde_json::Value, given_up_total: i64) -> Fin
         evidence: json!({
             "endpointId": endpoint,
             "lastDay": count,
-            "givenUpTotal": given_up_total,
             "since": destination["since"],
             "topErrors": destination["topErrors"],
         }),
