@@ -307,3 +307,40 @@ async fn sigterm_during_a_drain_leaves_no_claim_behind_and_refunds_untried_work(
         0
     );
 }
+
+/// `notify-local keys`: a name the table refuses is refused by the command first, in
+/// words, and an error from the database never prints its DETAIL (which quotes the row,
+/// a key's hash among it).
+#[tokio::test]
+async fn the_keys_command_refuses_a_bad_name_in_words_and_prints_no_row() {
+    let db = TestDb::new().await;
+    let run = |args: &[&str]| {
+        Command::new(notify_local_binary())
+            .env("DATABASE_URL", &db.url)
+            .env("RUST_LOG", "warn")
+            .args(args)
+            .output()
+            .expect("notify-local runs")
+    };
+    for name in [String::new(), "n".repeat(201)] {
+        let output = run(&["keys", "create", "--scope", "client", "--name", &name]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("--name must be 1 to 200 characters"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("DETAIL"), "{stderr}");
+    }
+    let output = run(&["keys", "create", "--scope", "client", "--name", "ok"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM api_keys WHERE name = 'ok'")
+            .await,
+        1
+    );
+}

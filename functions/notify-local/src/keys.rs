@@ -37,6 +37,11 @@ pub async fn command(config: &Config, args: &[String]) -> anyhow::Result<()> {
                 }
             }
             let scope = scope.with_context(|| format!("--scope is required\n{USAGE}"))?;
+            let length = name.chars().count();
+            anyhow::ensure!(
+                (1..=200).contains(&length),
+                "--name must be 1 to 200 characters (got {length})\n{USAGE}"
+            );
             let (id, key) = auth::create_key(&client, &name, scope).await?;
             eprintln!(
                 "created {} key {id} ({name}); the key is shown once, store it now:",

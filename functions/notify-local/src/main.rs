@@ -57,7 +57,11 @@ async fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("notify-local: {error:#}");
+            // Database errors without their DETAIL, which can quote a row (a key's hash).
+            eprintln!(
+                "notify-local: {}",
+                notify_shared::telemetry::describe(&error)
+            );
             ExitCode::FAILURE
         }
     }
