@@ -6,5 +6,9 @@ UPDATE campaigns
 SET expanded = expanded + $2,
     cursor_recipient = $3,
     progressed_at = clock_timestamp(),
-    status = CASE WHEN $4 THEN 'QUEUED' ELSE status END
+    status = CASE WHEN $4 THEN 'QUEUED' ELSE status END,
+    -- A walk of every profile counted them when it was created; once done, its audience is
+    -- who it found (profiles created or erased meanwhile), so expanded = audienceSize.
+    audience_size = CASE WHEN $4 AND recipient_ids IS NULL THEN expanded + $2
+                         ELSE audience_size END
 WHERE id = $1 AND status = 'EXPANDING'

@@ -800,11 +800,12 @@ async fn a_person_erased_while_the_campaign_expands_is_written_by_no_chunk() {
         );
         assert_eq!((people, rows), (4000 - 41, 4000 - 41), "{state}");
     }
-    let listed_state = campaign_state(&app, &campaign_ids[0]).await;
-    assert_eq!(
-        listed_state["expanded"], listed_state["audienceSize"],
-        "{listed_state}"
-    );
+    // Both audiences end as large as what was expanded: the list lost who was erased
+    // before being reached, the walk counts who it found.
+    for id in &campaign_ids {
+        let state = campaign_state(&app, id).await;
+        assert_eq!(state["expanded"], state["audienceSize"], "{state}");
+    }
 }
 
 /// Three notifications of a campaign are claimed, then the campaign is cancelled: whichever
