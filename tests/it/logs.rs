@@ -85,6 +85,36 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
         .send()
         .await
         .expect("list");
+    // Routes whose path names a person: a profile under an address-like id, its
+    // unsubscribe link, a suppressed address.
+    let person = "secret-person-7c3e@example.com";
+    let profile = client
+        .put(format!("{base}/recipients/{person}"))
+        .json(&json!({"email": recipient}))
+        .send()
+        .await
+        .expect("profile");
+    assert!(profile.status().is_success(), "{}", profile.status());
+    let link: Value = client
+        .post(format!("{base}/unsubscribe-links"))
+        .json(&json!({"recipientId": person, "channel": "EMAIL", "category": "news"}))
+        .send()
+        .await
+        .expect("link")
+        .json()
+        .await
+        .expect("json");
+    let token = link["token"].as_str().expect("token").to_string();
+    client
+        .get(format!("{base}/unsubscribe/{token}"))
+        .send()
+        .await
+        .expect("unsubscribe page");
+    client
+        .delete(format!("{base}/suppressions/EMAIL/{recipient}"))
+        .send()
+        .await
+        .expect("suppression");
 
     let started = Instant::now();
     loop {
@@ -112,7 +142,7 @@ async fn a_full_cycle_never_logs_the_payload_recipient_or_idempotency_key() {
         "the process logged almost nothing:\n{logs}"
     );
     assert!(logs.contains(&id), "events carry the notification id");
-    for secret in [recipient, key, payload_marker] {
+    for secret in [recipient, key, payload_marker, person, &token] {
         let leaks: Vec<&str> = logs.lines().filter(|l| l.contains(secret)).collect();
         assert!(
             leaks.is_empty(),

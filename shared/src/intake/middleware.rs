@@ -84,12 +84,29 @@ pub async fn around_request(request: Request, next: Next) -> Response {
     tracing::info!(
         request_id,
         method = %method,
-        path,
+        path = loggable_path(&path),
         status = response.status().as_u16(),
         duration_ms = started.elapsed().as_secs_f64() * 1000.0,
         "request"
     );
     response
+}
+
+/// The path as logged: a segment that names a person is replaced by what it is: a recipient
+/// id (a client may use an address as one), a suppressed address, an unsubscribe token
+/// (which carries the address).
+fn loggable_path(path: &str) -> String {
+    let mut segments: Vec<&str> = path.split('/').collect();
+    let (at, placeholder) = match segments.get(1).copied() {
+        Some("recipients") => (2, "{recipientId}"),
+        Some("unsubscribe") => (2, "{token}"),
+        Some("suppressions") => (3, "{address}"),
+        _ => return path.to_string(),
+    };
+    if let Some(segment) = segments.get_mut(at) {
+        *segment = placeholder;
+    }
+    segments.join("/")
 }
 
 /// Renders any non-2xx response as the envelope; errors that did not come from a handler
@@ -129,4 +146,31 @@ fn render_error(response: Response, path: &str, request_id: &str) -> Response {
         }
     }
     rendered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_path;
+
+    #[test]
+    fn logged_paths_name_no_person() {
+        for (path, logged) in [
+            ("/recipients/ada@example.com", "/recipients/{recipientId}"),
+            (
+                "/recipients/ada@example.com/preferences",
+                "/recipients/{recipientId}/preferences",
+            ),
+            ("/unsubscribe/eyJzIjp7fQ.sig", "/unsubscribe/{token}"),
+            (
+                "/suppressions/EMAIL/ada%40example.com",
+                "/suppressions/EMAIL/{address}",
+            ),
+            ("/suppressions", "/suppressions"),
+            ("/recipients", "/recipients"),
+            ("/notifications/8828acc0", "/notifications/8828acc0"),
+            ("/unsubscribe-links", "/unsubscribe-links"),
+        ] {
+            assert_eq!(loggable_path(path), logged, "{path}");
+        }
+    }
 }
