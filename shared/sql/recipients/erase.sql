@@ -2,7 +2,8 @@
 -- addresses $3 (their suppression hashes are $4, per channel $5): the notifications sent
 -- through the profile, or to one of its addresses without one, keep no address, no
 -- recipient id (a client may use an address as the id), no payload and no error text
--- (PENDING ones are cancelled); their attempts lose their error text (a provider may
+-- (PENDING ones are cancelled), and their request fingerprint is keyed: HMAC-SHA256 of
+-- it under the secret whose inner and outer padded keys are $6 and $7 (RFC 2104); their attempts lose their error text (a provider may
 -- quote the address), the simulated provider its copy, the rate limit its reservations;
 -- suppressions keep only the hash. A campaign's notification keeps only the campaign's
 -- id in its payload, so the campaign's counts still count it; no idempotency key or
@@ -34,6 +35,9 @@ WITH profile AS (
                                THEN n.idempotency_key
                                ELSE 'campaign:' || (n.payload #>> '{$template,campaign}')
                                     || ':erased:' || n.id END,
+        fingerprint = encode(sha256($7::bytea
+                                    || sha256($6::bytea || convert_to(n.fingerprint, 'UTF8'))),
+                             'hex'),
         payload = CASE WHEN n.payload #> '{$template,campaign}' IS NULL THEN '{}'::jsonb
                        ELSE jsonb_build_object('$template', jsonb_build_object(
                                 'campaign', n.payload #> '{$template,campaign}')) END,

@@ -65,9 +65,15 @@ pub async fn erase(
     // what the chunk wrote, and keep the next chunk out until the person left the audience.
     let lock_campaigns = LOCK_CAMPAIGNS.prepare(&tx).await?;
     tx.execute(&lock_campaigns, &[&owner]).await?;
+    let (inner_pad, outer_pad) = address::hmac_pads(secret);
     let erase = ERASE.prepare(&tx).await?;
     let row = tx
-        .query_one(&erase, &[&owner, &id, &plain, &hashes, &channels])
+        .query_one(
+            &erase,
+            &[
+                &owner, &id, &plain, &hashes, &channels, &inner_pad, &outer_pad,
+            ],
+        )
         .await?;
     let count = |column: &str| -> Result<u64, tokio_postgres::Error> {
         Ok(u64::try_from(row.try_get::<_, i64>(column)?).unwrap_or(0))

@@ -132,6 +132,7 @@ fn decide_all(
             };
             let payload = stored_payload(&request, profile);
             let mut new = row(request, decision, due_at, max_attempts, owner);
+            new.erased_fingerprint = Some(address::erased_fingerprint(secret, &new.fingerprint));
             if let Some(payload) = payload {
                 new.payload = payload;
             }

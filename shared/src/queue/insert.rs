@@ -62,6 +62,9 @@ pub struct NewNotification {
     pub id: Uuid,
     pub idempotency_key: String,
     pub fingerprint: String,
+    /// `fingerprint` as erasure keys it (`audience::address::erased_fingerprint`): a replay of a
+    /// request whose person was erased since matches this one. `None`: not compared.
+    pub erased_fingerprint: Option<String>,
     pub recipient: String,
     pub channel: Channel,
     pub priority: Priority,
@@ -102,6 +105,7 @@ impl NewNotification {
             id: Uuid::new_v4(),
             idempotency_key,
             fingerprint,
+            erased_fingerprint: None,
             recipient,
             channel,
             priority: Priority::Normal,
@@ -117,6 +121,14 @@ impl NewNotification {
             listed_hash: None,
             quiet_hours_deferred_from: None,
         }
+    }
+}
+
+impl NewNotification {
+    /// Whether `stored`, the fingerprint of what holds this key, is this request's: as
+    /// fingerprinted, or as an erasure keyed it.
+    fn is_fingerprinted(&self, stored: &str) -> bool {
+        stored == self.fingerprint || self.erased_fingerprint.as_deref() == Some(stored)
     }
 }
 
@@ -171,7 +183,7 @@ pub async fn insert(
         .query_one(&statement, &[&new.idempotency_key, &new.owner_key_id])
         .await?;
     let fingerprint: String = existing.try_get("fingerprint")?;
-    Ok(if fingerprint == new.fingerprint {
+    Ok(if new.is_fingerprinted(&fingerprint) {
         InsertOutcome::Replayed(from_row(&existing)?)
     } else {
         InsertOutcome::Conflict
@@ -287,7 +299,7 @@ pub async fn insert_batch(
                 return BatchOutcome::Created(item.id);
             }
             match holders.get(item.idempotency_key.as_str()) {
-                Some((id, fingerprint)) if *fingerprint == item.fingerprint => {
+                Some((id, fingerprint)) if item.is_fingerprinted(fingerprint) => {
                     BatchOutcome::Replayed(*id)
                 }
                 _ => BatchOutcome::Conflict,

@@ -521,3 +521,62 @@ async fn a_claim_whose_person_is_erased_meanwhile_is_cancelled_not_sent_again() 
         0
     );
 }
+
+/// A request's fingerprint is a SHA-256 over its address and payload, against which a guess
+/// could be tested: erasure keys it (HMAC under the service's secret). A replay of the very
+/// request is still recognised, alone and in a batch; a different one under the key is
+/// still a conflict.
+#[tokio::test]
+async fn erasure_keys_the_fingerprint_and_a_replay_is_still_recognised() {
+    let app = TestApp::spawn().await;
+    put_person(&app).await;
+    let content = json!({"subject": "s", "text": "t"});
+    let requests = [
+        due_now("by-address", "EMAIL", ("recipient", EMAIL), content.clone()),
+        due_now(
+            "by-profile",
+            "EMAIL",
+            ("recipientId", PERSON),
+            content.clone(),
+        ),
+    ];
+    for request in &requests {
+        create(&app, request.clone()).await;
+    }
+    let fingerprints = || async {
+        let found: Vec<String> = app
+            .db
+            .scalar(
+                "SELECT array_agg(fingerprint ORDER BY idempotency_key) FROM notifications",
+                &[],
+            )
+            .await;
+        found
+    };
+    let before = fingerprints().await;
+    erase_person(&app).await;
+    let after = fingerprints().await;
+    assert_eq!(after.len(), 2);
+    for (old, new) in before.iter().zip(&after) {
+        assert_ne!(old, new, "the fingerprint was left as it was");
+        assert_eq!(new.len(), 64);
+    }
+
+    for request in &requests {
+        let (status, body) = app.create(request).await;
+        assert_eq!(status, StatusCode::OK, "a replay after erasure: {body}");
+        let mut different = request.clone();
+        different["priority"] = json!("LOW");
+        let (status, body) = app.create(&different).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    }
+    let (status, body) = app.create_batch(&json!({"notifications": requests})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let statuses: Vec<i64> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["status"].as_i64().expect("status"))
+        .collect();
+    assert_eq!(statuses, [200, 200], "{body}");
+}
