@@ -6,9 +6,10 @@
 -- is refunded (throttled, misconfigured), $7 attempt outcomes, $8 provider message ids,
 -- $9 when each call started, $10 when it finished, $11 the keyed hash of the address to
 -- suppress (NULL: none); $12 the worker. A notification whose person was erased while
--- it was in flight keeps no error text (a provider may quote the address), and its
--- suppression keeps only the hash; one to be retried whose person was erased or whose
--- campaign was cancelled meanwhile is CANCELLED.
+-- it was in flight keeps no error text (a provider may quote the address), its
+-- suppression only the hash and the simulated provider's copy neither address nor
+-- content; one to be retried whose person was erased or whose campaign was cancelled
+-- meanwhile is CANCELLED.
 WITH results AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int8[],
                          $6::bool[], $7::text[], $8::text[], $9::timestamptz[],
@@ -63,6 +64,11 @@ WITH results AS (
     FROM recorded WHERE status IN ('SENT', 'FAILED', 'DEAD_LETTERED')
     ON CONFLICT (notification_id, status, redrive_generation) DO NOTHING
     RETURNING 1
+), forgotten AS (
+    -- The simulated provider took the message of a person erased since: its copy keeps no
+    -- address or content either (the erasure could not see a copy written after it).
+    UPDATE simulated_deliveries d SET recipient = '[erased]', content = NULL
+    FROM recorded rec WHERE rec.erased AND d.delivery_key = rec.id
 ), suppressed AS (
     INSERT INTO suppressions (channel, address_hash, address, reason)
     SELECT rec.channel, r.suppress_hash,

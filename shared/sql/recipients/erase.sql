@@ -3,13 +3,15 @@
 -- through the profile, or to one of its addresses without one, keep no address, no
 -- recipient id (a client may use an address as the id), no payload and no error text
 -- (PENDING ones are cancelled), and their request fingerprint is keyed: HMAC-SHA256 of
--- it under the secret whose inner and outer padded keys are $6 and $7 (RFC 2104); their attempts lose their error text (a provider may
--- quote the address), the simulated provider its copy, the rate limit its reservations;
--- suppressions keep only the hash. A campaign's notification keeps only the campaign's
--- id in its payload, so the campaign's counts still count it; no idempotency key or
--- campaign audience keeps the id. Without a profile ($3 empty), what was kept under its
--- id goes all the same. One statement: all of it or none. Run after
--- campaigns/lock_expanding, so no chunk of an expanding campaign is in flight.
+-- it under the secret whose inner and outer padded keys are $6 and $7 (RFC 2104). Their
+-- attempts lose their error text (a provider may quote the address), the rate limit its
+-- reservations; suppressions keep only the hash. A campaign's notification keeps only
+-- the campaign's id in its payload, so the campaign's counts still count it; no
+-- idempotency key or campaign audience keeps the id. Without a profile ($3 empty), what
+-- was kept under its id goes all the same. One statement: all of it or none. Run after
+-- campaigns/lock_expanding, so no chunk of an expanding campaign is in flight; returns
+-- the ids of the notifications redacted, whose simulated provider's copies
+-- recipients/forget_deliveries.sql then forgets.
 WITH profile AS (
     DELETE FROM recipients WHERE owner = $1 AND recipient_id = $2 RETURNING 1
 ), preferences AS (
@@ -70,9 +72,6 @@ WITH profile AS (
 ), attempts AS (
     UPDATE delivery_attempts SET error = NULL
     WHERE notification_id IN (SELECT id FROM theirs) AND error IS NOT NULL
-), ledger AS (
-    UPDATE simulated_deliveries SET recipient = '[erased]'
-    WHERE delivery_key IN (SELECT id FROM theirs)
 ), reservations AS (
     DELETE FROM rate_limit_reservations
     WHERE notification_id IN (SELECT id FROM theirs)
@@ -83,4 +82,5 @@ WITH profile AS (
     WHERE s.channel = h.channel AND s.address_hash = h.hash
 )
 SELECT (SELECT count(*) FROM profile) AS profiles, (SELECT count(*) FROM preferences) AS preferences,
-       (SELECT count(*) FROM redacted) AS notifications
+       (SELECT count(*) FROM redacted) AS notifications,
+       ARRAY(SELECT id FROM redacted) AS ids

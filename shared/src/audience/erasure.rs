@@ -16,6 +16,7 @@ pub const ERASED_RECIPIENT: &str = "[erased]";
 const LOCK: Statement = statement!("recipients/lock");
 const LOCK_CAMPAIGNS: Statement = statement!("campaigns/lock_expanding");
 const ERASE: Statement = statement!("recipients/erase");
+const FORGET_DELIVERIES: Statement = statement!("recipients/forget_deliveries");
 
 /// What an erasure removed; `None` when nothing was kept under the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +82,11 @@ pub async fn erase(
     let erased = Erased {
         notifications: count("notifications")?,
     };
+    // A statement of its own, seeing what committed while the erasure ran: a delivery in
+    // flight may have written its copy meanwhile.
+    let ids: Vec<Uuid> = row.try_get("ids")?;
+    let forget = FORGET_DELIVERIES.prepare(&tx).await?;
+    tx.execute(&forget, &[&ids]).await?;
     let found = count("profiles")? + count("preferences")? + erased.notifications > 0;
     tx.commit().await?;
     Ok(found.then_some(erased))

@@ -580,3 +580,56 @@ async fn erasure_keys_the_fingerprint_and_a_replay_is_still_recognised() {
         .collect();
     assert_eq!(statuses, [200, 200], "{body}");
 }
+
+/// A person erased while the simulated provider is still taking their message: the copy it
+/// writes after the erasure keeps no address, once the result is recorded.
+#[tokio::test]
+async fn a_copy_the_simulated_provider_writes_after_the_erasure_keeps_no_address() {
+    let app = TestApp::spawn().await;
+    put_person(&app).await;
+    let body = due_now(
+        "slow-provider",
+        "EMAIL",
+        ("recipientId", PERSON),
+        json!({"subject": "s", "text": "t"}),
+    );
+    create(&app, body).await;
+    let conn = app.pool().get().await.expect("connection");
+    let claimed = worker::claim(&conn, "test-worker", 10, worker::LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let claim = &claimed[0];
+
+    erase_person(&app).await;
+    // The call had started with the address in hand; its copy lands after the erasure.
+    let provider = worker::simulated(app.pool().clone());
+    let answers = provider
+        .send(
+            &[notify_shared::provider::Delivery {
+                key: claim.id,
+                channel: claim.channel,
+                class: claim.class,
+                recipient: &claim.recipient,
+                payload: &claim.payload,
+                rendered: false,
+                unsubscribe_url: None,
+            }],
+            &notify_tests::doubles::open_gate(),
+        )
+        .await;
+    assert_eq!(answers.len(), 1);
+    assert!(
+        !columns_holding_fragments(app.pool()).await.is_empty(),
+        "the provider's copy holds the address until the result is recorded"
+    );
+    let sent = notify_shared::queue::Disposition::Sent { message_id: None };
+    let recorded = worker::record(&conn, &[(claim, sent)])
+        .await
+        .expect("record");
+    assert_eq!(recorded.recorded, 1);
+    assert_eq!(
+        columns_holding_fragments(app.pool()).await,
+        Vec::<String>::new()
+    );
+}
