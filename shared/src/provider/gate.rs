@@ -1,12 +1,12 @@
 //! The gate every delivery passes: at most `WORKER_CONCURRENCY` deliveries in flight per
 //! process (a place each, shared by every lane of the sweeper), a quarter of them kept
-//! from bulk work, none started once the sweeper is stopping, and each under the
-//! provider time limit.
+//! from bulk work, none started once the sweeper is stopping or that could outlast its
+//! claim, and each under the provider time limit.
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
@@ -169,6 +169,57 @@ pub struct Gate {
     /// The deliveries that got a place, recorded under the same lock as the stop check,
     /// so once the sweeper is stopping it can tell which ones never will start.
     started: Arc<Mutex<HashSet<Uuid>>>,
+    /// How long the batch's claims are held; none when the caller keeps no account.
+    holding: Option<Holding>,
+}
+
+/// How long the claims of a batch are known to be held, and which of them are no longer
+/// held at all (cancelled, erased, or recovered by another sweeper after a renewal
+/// failed): no delivery starts that could still run once its claim may have passed to
+/// another sweeper.
+#[derive(Debug, Clone)]
+pub struct Holding {
+    state: Arc<Mutex<HoldingState>>,
+}
+
+#[derive(Debug)]
+struct HoldingState {
+    until: Instant,
+    lost: HashSet<Uuid>,
+}
+
+impl Holding {
+    /// Every claim of the batch held until `until`.
+    pub fn until(until: Instant) -> Self {
+        Holding {
+            state: Arc::new(Mutex::new(HoldingState {
+                until,
+                lost: HashSet::new(),
+            })),
+        }
+    }
+
+    /// Until when the claims still held are held.
+    pub fn held_until(&self) -> Instant {
+        lock(&self.state).until
+    }
+
+    /// A renewal asked for `asked` and found `kept` still held, now until `until`.
+    pub fn renewed(&self, until: Instant, asked: &[Uuid], kept: &[Uuid]) {
+        let kept: HashSet<&Uuid> = kept.iter().collect();
+        let mut state = lock(&self.state);
+        state.until = state.until.max(until);
+        state
+            .lost
+            .extend(asked.iter().filter(|id| !kept.contains(id)));
+    }
+
+    /// Whether a call of `key` that starts now and lasts at most `timeout` ends while its
+    /// claim is still held.
+    fn allows(&self, key: Uuid, timeout: Duration) -> bool {
+        let state = lock(&self.state);
+        !state.lost.contains(&key) && Instant::now() + timeout <= state.until
+    }
 }
 
 impl Gate {
@@ -180,7 +231,15 @@ impl Gate {
             timeout,
             tickets: BulkTickets::default(),
             started: Arc::default(),
+            holding: None,
         }
+    }
+
+    /// Deliveries through this gate start only while `holding` says their claim outlasts
+    /// them.
+    pub fn with_holding(mut self, holding: Holding) -> Self {
+        self.holding = Some(holding);
+        self
     }
 
     /// Bulk deliveries through this gate use `tickets` before waiting for a bulk place.
@@ -219,9 +278,15 @@ impl Gate {
             place = places => place?,
             () = self.stop.stopped() => return None,
         };
-        // A stop that came while waiting wins: the place is handed on unused.
+        // A stop that came while waiting wins, and so does a claim that will not outlast
+        // the call: the place is handed on unused.
         let mut started = lock(&self.started);
         if self.stop.is_stopped() {
+            return None;
+        }
+        if let Some(holding) = &self.holding
+            && !holding.allows(key, self.timeout)
+        {
             return None;
         }
         started.insert(key);
@@ -454,5 +519,26 @@ mod tests {
             .expect("served")
             .expect("task");
         assert_eq!(got, 2);
+    }
+
+    #[tokio::test]
+    async fn no_call_starts_that_could_outlast_its_claim_or_whose_claim_was_lost() {
+        let (kept, lost) = (Uuid::new_v4(), Uuid::new_v4());
+        let holding = Holding::until(Instant::now() + Duration::from_secs(3));
+        let gate = Gate::new(Places::new(2), StopSignal::never(), Duration::from_secs(5))
+            .with_holding(holding.clone());
+        let class = crate::domain::Class::Transactional;
+        assert!(
+            gate.start(kept, class).await.is_none(),
+            "a 5 s call on 3 s of lease"
+        );
+        holding.renewed(
+            Instant::now() + Duration::from_secs(60),
+            &[kept, lost],
+            &[kept],
+        );
+        assert!(gate.start(kept, class).await.is_some(), "renewed for 60 s");
+        assert!(gate.start(lost, class).await.is_none(), "no longer held");
+        assert_eq!(gate.started(), HashSet::from([kept]));
     }
 }

@@ -21,7 +21,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
-pub use gate::{BulkTickets, Gate, Places};
+pub use gate::{BulkTickets, Gate, Holding, Places};
 
 use std::time::Duration;
 

@@ -9,9 +9,11 @@ use crate::db::PipelinedTransaction;
 use crate::queue::{self, Claimed, Stopped};
 use crate::ratelimit;
 
-/// What passed the fence: the claims to send, and how many were deferred or stopped.
+/// What passed the fence: the claims to send, until when they are held, and how many were
+/// deferred or stopped.
 pub(super) struct Admitted<'a> {
     pub send: Vec<&'a Claimed>,
+    pub held_until: std::time::Instant,
     pub deferred: u64,
     pub stopped: Vec<(uuid::Uuid, Stopped)>,
 }
@@ -45,6 +47,8 @@ impl Sweeper {
         let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
             + FENCE_MARGIN)
             .min(self.config.visibility_timeout);
+        // Read before the fence runs, so the claims are held at least this long.
+        let held_until = std::time::Instant::now() + needed;
         let hashes: Vec<String> = all
             .iter()
             .map(|c| address::hash(&self.audience.secret, c.channel, &c.recipient))
@@ -105,6 +109,7 @@ impl Sweeper {
         }
         Ok(Admitted {
             send: admission.admitted,
+            held_until,
             deferred: deferred.len() as u64,
             stopped,
         })

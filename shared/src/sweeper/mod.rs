@@ -5,12 +5,14 @@
 //!
 //! - [`admit`]: the start fence, the rate limit, handing claims back.
 //! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
+//! - [`lease`]: the leases of a batch kept while it is delivered.
 //! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns)
 //!   and the campaign expansion that runs beside them.
 
 mod admit;
 mod deliver;
 pub mod function;
+mod lease;
 mod maintain;
 mod outcome;
 mod pacing;
@@ -39,7 +41,9 @@ use crate::domain::Class;
 use crate::notification::Channel;
 use crate::provider::channels::ChannelProviders;
 use crate::provider::simulated::SimulatedProvider;
-use crate::provider::{Attempt, BulkTickets, Call, Gate, Places, Provider, ProviderOutcome};
+use crate::provider::{
+    Attempt, BulkTickets, Call, Gate, Holding, Places, Provider, ProviderOutcome,
+};
 use crate::queue::{self, ClaimMode, Claimed, Disposition, Limit, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
@@ -305,6 +309,7 @@ impl Sweeper {
             }
         };
         let held = admitted.send;
+        let holding = Holding::until(admitted.held_until);
         outcome.deferred = admitted.deferred;
         for (id, stopped) in &admitted.stopped {
             match stopped {
@@ -358,8 +363,14 @@ impl Sweeper {
             stop.clone(),
             self.config.provider_timeout,
         )
-        .with_tickets(tickets);
-        let delivering = self.deliver(&held, &payloads, &gate);
+        .with_tickets(tickets)
+        .with_holding(holding.clone());
+        let delivering = async {
+            tokio::select! {
+                attempts = self.deliver(&held, &payloads, &gate) => attempts,
+                never = self.keep_leases(&held, &holding) => match never {},
+            }
+        };
         tokio::pin!(delivering);
         let attempts = tokio::select! {
             attempts = &mut delivering => attempts,

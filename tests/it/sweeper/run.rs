@@ -327,3 +327,60 @@ async fn a_bulk_backlog_waits_in_the_queue_and_a_transactional_notification_pass
         "{bulk_sent_first} of the 400 bulk were sent before the transactional one"
     );
 }
+
+/// A batch that takes longer than its lease keeps its claims. One sweeper claims 40
+/// notifications in one batch; its provider takes 200 ms a call and it has two places, so
+/// the batch takes 4 s, four of its 1 s leases (500 ms provider limit). A second sweeper
+/// beside it recovers expired claims on every step: were the first one's leases not
+/// renewed while it delivers, the second would take its claims over and call the provider
+/// again. Every notification is sent by exactly one call, on its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_slower_than_its_lease_keeps_its_claims_and_calls_the_provider_once_each() {
+    let db = TestDb::new().await;
+    let count = 40;
+    factory::create_due_bulk(&db.pool, count).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(200)));
+    let config = worker_config()
+        .concurrency(2)
+        .batch_size(count)
+        .visibility_timeout(Duration::from_secs(1))
+        .provider_timeout(Duration::from_millis(500))
+        .poll_interval(Duration::from_millis(20));
+    let (handle, stop) = StopSignal::new();
+    let start = |pool: &deadpool_postgres::Pool| {
+        let sweeper = worker::sweeper(pool, provider.clone())
+            .config(config.clone())
+            .recover_on_every_step()
+            .build();
+        let (_keep_open, wake) = Wake::none();
+        tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop.clone()))
+    };
+    let holding = start(&db.pool);
+    provider.wait_started(1).await;
+    let recovering = start(&db.pool);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while factory::count_where(&db.pool, "status IN ('SENT', 'DEAD_LETTERED')").await < count {
+        assert!(Instant::now() < deadline, "not drained in time");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.stop();
+    let mut total = sweeper::SweepOutcome::default();
+    for sweeper in [holding, recovering] {
+        total += tokio::time::timeout(Duration::from_secs(10), sweeper)
+            .await
+            .expect("the loop stops")
+            .expect("the loop ends cleanly");
+    }
+    assert_eq!(
+        factory::count_where(&db.pool, "status = 'SENT' AND attempt_count = 1").await,
+        count,
+        "{total:?}"
+    );
+    assert_eq!(provider.started(), count as usize, "provider calls");
+    assert_eq!(
+        (total.sent, total.lost, total.recovered),
+        (count as u64, 0, 0),
+        "no claim expired: {total:?}"
+    );
+}
