@@ -36,33 +36,49 @@ pub struct SmsCost {
 
 /// The encoding, size and segment count of `text`.
 pub fn measure(text: &str) -> SmsCost {
-    let septets = text.chars().try_fold(0usize, |total, c| {
-        if GSM_BASIC.contains(c) {
-            Some(total + 1)
-        } else if GSM_EXTENSION.contains(c) {
-            Some(total + 2)
-        } else {
-            None
-        }
-    });
-    let (encoding, characters, single, split) = match septets {
-        Some(septets) => (Encoding::Gsm7, septets, GSM_SINGLE, GSM_SPLIT),
-        None => (
-            Encoding::Ucs2,
-            text.encode_utf16().count(),
-            UCS2_SINGLE,
-            UCS2_SPLIT,
+    let gsm = text
+        .chars()
+        .try_fold(0usize, |total, c| Some(total + gsm_septets(c)?));
+    let (encoding, width, single, split): (_, fn(char) -> usize, _, _) = match gsm {
+        Some(_) => (
+            Encoding::Gsm7,
+            |c| gsm_septets(c).unwrap_or(2),
+            GSM_SINGLE,
+            GSM_SPLIT,
         ),
+        None => (Encoding::Ucs2, char::len_utf16, UCS2_SINGLE, UCS2_SPLIT),
     };
+    let characters = text.chars().map(width).sum();
     let segments = if characters <= single {
         1
     } else {
-        characters.div_ceil(split)
+        // A segment never splits a character: an escape and the character it extends,
+        // or the two halves of a surrogate pair, move to the next segment together.
+        let (mut segments, mut used) = (1, 0);
+        for units in text.chars().map(width) {
+            if used + units > split {
+                segments += 1;
+                used = 0;
+            }
+            used += units;
+        }
+        segments
     };
     SmsCost {
         encoding,
         characters,
         segments,
+    }
+}
+
+/// The septets `c` takes in GSM-7, if it is in the alphabet.
+fn gsm_septets(c: char) -> Option<usize> {
+    if GSM_BASIC.contains(c) {
+        Some(1)
+    } else if GSM_EXTENSION.contains(c) {
+        Some(2)
+    } else {
+        None
     }
 }
 
@@ -95,6 +111,19 @@ mod tests {
             segments(&format!("{}€", "a".repeat(159))),
             (Encoding::Gsm7, 161, 2)
         );
+    }
+
+    #[test]
+    fn a_segment_boundary_never_splits_a_character() {
+        // 306 septets fit two split segments, but the euro sign's escape would end the
+        // first and its character begin the second: it moves whole, and so needs a third.
+        let euro = format!("{}€{}", "a".repeat(152), "a".repeat(152));
+        assert_eq!(segments(&euro), (Encoding::Gsm7, 306, 3));
+        let euro = format!("{}€{}", "a".repeat(151), "a".repeat(152));
+        assert_eq!(segments(&euro), (Encoding::Gsm7, 305, 2), "it fits whole");
+        // 134 units fit two split segments, but not with a surrogate pair on the boundary.
+        let emoji = format!("{}🙂{}", "ж".repeat(66), "ж".repeat(66));
+        assert_eq!(segments(&emoji), (Encoding::Ucs2, 134, 3));
     }
 
     #[test]
