@@ -194,7 +194,7 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
             "EMAIL, SMS, PUSH",
         ),
     };
-    let default_locale = match object.get("defaultLocale") {
+    let mut default_locale = match object.get("defaultLocale") {
         Some(Value::String(tag)) if locale::is_locale(tag) => Some(tag.clone()),
         _ => {
             problems.add(
@@ -242,10 +242,21 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
                 );
             }
         }
-        if let Some(default) = &default_locale
-            && !locales.contains_key(default)
-        {
-            problems.add("defaultLocale", "defaultLocale must be one of the locales");
+        if let Some(default) = &default_locale {
+            // Spelled as the locales spell it, since tags compare without case.
+            match locales.keys().find(|tag| tag.eq_ignore_ascii_case(default)) {
+                Some(tag) => default_locale = Some(tag.clone()),
+                None => {
+                    let tags: Vec<&str> = locales.keys().map(String::as_str).collect();
+                    problems.add(
+                        "defaultLocale",
+                        format!(
+                            "defaultLocale {default} must be one of the locales ({})",
+                            tags.join(", ")
+                        ),
+                    );
+                }
+            }
         }
     }
     let (Some(channel), Some(default_locale), Some(locales), Some(sample_data)) =

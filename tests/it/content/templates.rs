@@ -289,3 +289,30 @@ async fn two_spellings_of_one_language_tag_are_refused() {
     let reply = call(&app, Method::GET, "/templates/welcome", None).await;
     assert_eq!(reply.status, 404, "nothing stored: {}", reply.body);
 }
+
+/// Tags compare without case, `defaultLocale` too: `EN` names the `en` body, and the
+/// version records it as the locales spell it. One that names no body says which exist.
+#[tokio::test]
+async fn the_default_locale_is_matched_without_case_and_stored_as_the_locales_spell_it() {
+    let app = TestApp::spawn().await;
+    let mut version = welcome("Hi");
+    version["defaultLocale"] = json!("EN");
+    let published = publish(&app, "welcome", &version).await;
+    assert_eq!(published["defaultLocale"], "en", "{published}");
+
+    version["defaultLocale"] = json!("de");
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/versions",
+        Some(&version),
+    )
+    .await;
+    assert_envelope(&reply.body, 400, "/templates/welcome/versions");
+    let default = details(&reply.body)
+        .into_iter()
+        .find(|(field, _)| field == "defaultLocale")
+        .map(|(_, errors)| errors.join(" "))
+        .unwrap_or_default();
+    assert!(default.contains("(en, pt)"), "{}", reply.body);
+}
