@@ -114,8 +114,9 @@ pub struct EventView {
     pub occurred_at: DateTime<Utc>,
     pub dispatch_state: String,
     pub dispatch_attempts: i32,
-    #[serde(serialize_with = "crate::notification::serialize_time")]
-    pub next_dispatch_at: DateTime<Utc>,
+    /// When the next try is due; `None` once delivered or given up.
+    #[serde(serialize_with = "optional_time")]
+    pub next_dispatch_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     #[serde(serialize_with = "optional_time")]
     pub delivered_at: Option<DateTime<Utc>>,
@@ -145,6 +146,8 @@ pub async fn events_of(
         .await?
         .iter()
         .map(|row| {
+            let dispatch_state: String = row.try_get("dispatch_state")?;
+            let waiting = matches!(dispatch_state.as_str(), "PENDING" | "DISPATCHING");
             Ok(EventView {
                 event_id: row.try_get("event_id")?,
                 kind: row.try_get("type")?,
@@ -152,9 +155,13 @@ pub async fn events_of(
                 attempt_count: row.try_get("attempt_count")?,
                 redrive_generation: row.try_get("redrive_generation")?,
                 occurred_at: row.try_get("occurred_at")?,
-                dispatch_state: row.try_get("dispatch_state")?,
                 dispatch_attempts: row.try_get("dispatch_attempts")?,
-                next_dispatch_at: row.try_get("next_dispatch_at")?,
+                next_dispatch_at: if waiting {
+                    Some(row.try_get("next_dispatch_at")?)
+                } else {
+                    None
+                },
+                dispatch_state,
                 last_error: row.try_get("last_error")?,
                 delivered_at: row.try_get("delivered_at")?,
                 given_up_at: row.try_get("given_up_at")?,

@@ -679,6 +679,9 @@ async fn a_notifications_events_show_each_endpoints_delivery() {
     assert_eq!(accepted["dispatchState"], "DELIVERED", "{accepted}");
     assert_eq!(refused["dispatchState"], "PENDING", "{refused}");
     assert_eq!(refused["dispatchAttempts"], 1, "{refused}");
+    // A row still waiting says when it is tried next; a delivered one has no next try.
+    assert!(refused["nextDispatchAt"].is_string(), "{refused}");
+    assert!(accepted["nextDispatchAt"].is_null(), "{accepted}");
     assert!(
         refused["lastError"]
             .as_str()
