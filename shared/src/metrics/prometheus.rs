@@ -61,7 +61,7 @@ impl Snapshot {
         );
         registry.register(
             "attempts",
-            "Delivery attempts counted so far, by status, channel and priority",
+            "Attempts counted by the notifications now in each status, channel and priority (a redrive starts a notification's count again; retention drops it)",
             attempts,
         );
         registry.register(
