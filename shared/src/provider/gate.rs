@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use chrono::Utc;
@@ -171,6 +172,9 @@ pub struct Gate {
     started: Arc<Mutex<HashSet<Uuid>>>,
     /// How long the batch's claims are held; none when the caller keeps no account.
     holding: Option<Holding>,
+    /// Where each call of [`Gate::each`] is told the moment it ends, for a caller that
+    /// records a long batch in parts.
+    finished: Option<UnboundedSender<(Uuid, Call)>>,
 }
 
 /// How long the claims of a batch are known to be held, and which of them are no longer
@@ -232,7 +236,14 @@ impl Gate {
             tickets: BulkTickets::default(),
             started: Arc::default(),
             holding: None,
+            finished: None,
         }
+    }
+
+    /// Each call made by [`Gate::each`] is sent to `finished` as soon as it ends.
+    pub fn with_finished(mut self, finished: UnboundedSender<(Uuid, Call)>) -> Self {
+        self.finished = Some(finished);
+        self
     }
 
     /// Deliveries through this gate start only while `holding` says their claim outlasts
@@ -326,11 +337,16 @@ impl Gate {
         };
         let started_at = Utc::now();
         let outcome = self.limit(call).await;
-        Attempt::Finished(Call {
+        let call = Call {
             outcome,
             started_at,
             finished_at: Utc::now(),
-        })
+        };
+        if let Some(finished) = &self.finished {
+            // No one listening any more: the call is recorded with its batch.
+            let _ = finished.send((delivery.key, call.clone()));
+        }
+        Attempt::Finished(call)
     }
 
     /// `call` under the time limit: too slow is a temporary failure.

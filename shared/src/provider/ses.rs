@@ -1,6 +1,8 @@
 //! Email through Amazon SES v2 (`SendEmail`), one call per message, each through the gate.
 //! SES has no idempotency key: a resend after a crash between SES's answer and the
-//! record can deliver twice (the lease decides how often that can happen).
+//! record can deliver twice. The sweeper records a long batch in parts as its calls end
+//! (every half second), so a crash repeats at most the calls of that last half second and
+//! those in flight.
 
 use aws_sdk_sesv2::Client;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader};

@@ -1,20 +1,20 @@
 //! The provider call and what follows from each answer: the disposition of every
 //! notification, and what a real provider's channel learnt (pauses, the circuit).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::Value;
 
 use super::{SweepOutcome, Sweeper};
-use crate::audience::profiles;
 use crate::audience::unsubscribe::{Subject, Unsubscribe};
+use crate::audience::{address, profiles};
 use crate::backoff::retry_delay;
 use crate::channel::{self, Circuit, Observation};
 use crate::domain::Class;
 use crate::notification::Channel;
-use crate::provider::{Attempt, Delivery, Gate, ProviderOutcome};
+use crate::provider::{Attempt, Call, Delivery, Gate, ProviderOutcome};
 use crate::queue::{self, Claimed, Disposition, Settled};
 
 /// How long a channel pauses after a throttle without `Retry-After`.
@@ -23,6 +23,15 @@ const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
 /// The pause between two tries at recording a batch's results.
 const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How often a batch still being delivered records the calls that have ended meanwhile.
+const RECORD_PART_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What a batch recorded while it was still being delivered.
+#[derive(Debug, Default)]
+pub(super) struct RecordedParts {
+    pub outcome: SweepOutcome,
+    pub recorded: HashSet<uuid::Uuid>,
+}
 
 impl Sweeper {
     /// Hands the batch to the provider; each delivery passes `gate` before it starts. A
@@ -144,6 +153,81 @@ impl Sweeper {
         }
     }
 
+    /// The disposition of `claim` after `call`, counted in `outcome`, ready to record.
+    pub(super) fn settle<'a>(
+        &self,
+        claim: &'a Claimed,
+        call: &'a Call,
+        outcome: &mut SweepOutcome,
+    ) -> Settled<'a> {
+        let disposition = self.dispose(claim, &call.outcome);
+        tally(outcome, claim, &disposition);
+        let suppress_hash = matches!(disposition, Disposition::Failed { suppress: true, .. })
+            .then(|| address::hash(&self.audience.secret, claim.channel, &claim.recipient));
+        Settled {
+            claim,
+            disposition,
+            call,
+            suppress_hash,
+        }
+    }
+
+    /// While a batch is delivered, records every `RECORD_PART_INTERVAL` the calls that
+    /// ended meanwhile (as the gate reports them on `finished`), until `delivered`. A
+    /// provider without an idempotency key (SES, SNS) has taken each message when its
+    /// call ends: recorded only once the batch's last call ended, a crash before that
+    /// would have every call of the batch made again by the sweeper that recovers it; so
+    /// a crash repeats at most the calls of the last interval and those in flight. A batch
+    /// that ends within one interval, the usual case, records nothing here. A part that
+    /// cannot be recorded is left to the batch's own record.
+    pub(super) async fn record_as_finished(
+        &self,
+        held: &[&Claimed],
+        mut finished: tokio::sync::mpsc::UnboundedReceiver<(uuid::Uuid, Call)>,
+        delivered: &tokio::sync::Notify,
+    ) -> RecordedParts {
+        let claims: HashMap<uuid::Uuid, &Claimed> = held.iter().map(|c| (c.id, *c)).collect();
+        let mut parts = RecordedParts::default();
+        loop {
+            tokio::select! {
+                biased;
+                () = delivered.notified() => return parts,
+                () = tokio::time::sleep(RECORD_PART_INTERVAL) => {}
+            }
+            let mut calls = Vec::new();
+            while let Ok((id, call)) = finished.try_recv() {
+                if let Some(claim) = claims.get(&id) {
+                    calls.push((*claim, call));
+                }
+            }
+            if calls.is_empty() {
+                continue;
+            }
+            let mut outcome = SweepOutcome::default();
+            let settled: Vec<Settled<'_>> = calls
+                .iter()
+                .map(|(claim, call)| self.settle(claim, call, &mut outcome))
+                .collect();
+            let recorded = match self.pool.get().await {
+                Ok(db) => queue::record(&db, &self.worker_id, &settled)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(error) => Err(error.into()),
+            };
+            match recorded {
+                Ok(_) => {
+                    parts.outcome += outcome;
+                    parts
+                        .recorded
+                        .extend(calls.iter().map(|(claim, _)| claim.id));
+                }
+                Err(error) => {
+                    tracing::debug!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record part of a batch; it is recorded with the batch");
+                }
+            }
+        }
+    }
+
     /// Tells each channel sent by a real provider what this batch showed: calls and
     /// temporary failures for its circuit, and a pause after a throttle or a
     /// misconfiguration. A change of circuit is logged once, here.
@@ -226,7 +310,7 @@ fn log_circuit(channel: Channel, circuit: Circuit) {
 }
 
 /// Counts a disposition in the step's outcome and logs it.
-pub(super) fn tally(outcome: &mut SweepOutcome, claim: &Claimed, disposition: &Disposition) {
+fn tally(outcome: &mut SweepOutcome, claim: &Claimed, disposition: &Disposition) {
     match disposition {
         Disposition::Sent { .. } => {
             outcome.sent += 1;

@@ -48,9 +48,9 @@ impl Sweeper {
             match renewed {
                 Ok(kept) => {
                     if kept.len() < ids.len() {
-                        tracing::info!(
-                            lost = ids.len() - kept.len(),
-                            "claims no longer held while their batch is delivered; they will not be sent"
+                        tracing::debug!(
+                            gone = ids.len() - kept.len(),
+                            "claims of a batch being delivered no longer held (recorded in part, cancelled or erased)"
                         );
                     }
                     holding.renewed(asked_at + lease, &ids, &kept);

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 
-use crate::audience::address;
 use crate::backoff::{Random, ThreadRandom};
 use crate::channel;
 use crate::config::{
@@ -44,7 +43,7 @@ use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{
     Attempt, BulkTickets, Call, Gate, Holding, Places, Provider, ProviderOutcome,
 };
-use crate::queue::{self, ClaimMode, Claimed, Disposition, Limit, Settled, Stopped};
+use crate::queue::{self, ClaimMode, Claimed, Limit, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
 
@@ -358,68 +357,60 @@ impl Sweeper {
 
         // Tickets of bulk work that will not be sent go back before the calls start.
         tickets.keep(held.iter().filter(|c| c.class == Class::Bulk).count());
+        // Each call of a per-message provider is reported as it ends, so a long batch is
+        // recorded in parts (see `Sweeper::record_as_finished`).
+        let (finished_sender, finished) = tokio::sync::mpsc::unbounded_channel();
         let gate = Gate::new(
             self.places.clone(),
             stop.clone(),
             self.config.provider_timeout,
         )
         .with_tickets(tickets)
-        .with_holding(holding.clone());
-        let delivering = async {
-            tokio::select! {
-                attempts = self.deliver(&held, &payloads, &gate) => attempts,
-                never = self.keep_leases(&held, &holding) => match never {},
-            }
+        .with_holding(holding.clone())
+        .with_finished(finished_sender);
+        let delivered = tokio::sync::Notify::new();
+        let calls = async {
+            let delivering = async {
+                tokio::select! {
+                    attempts = self.deliver(&held, &payloads, &gate) => attempts,
+                    never = self.keep_leases(&held, &holding) => match never {},
+                }
+            };
+            tokio::pin!(delivering);
+            let ended = tokio::select! {
+                attempts = &mut delivering => (attempts, 0),
+                () = stop.stopped() => {
+                    // What has not started never will: it goes back now, not once the
+                    // calls still running end (a stop may not outlast them). One try
+                    // only, so the record of what did run is not held up by it: a claim
+                    // it could not release is released again after the calls, with the
+                    // other retries. Released twice, a claim changes nothing the second
+                    // time: its token is gone.
+                    let started = gate.started();
+                    let waiting: Vec<&Claimed> =
+                        held.iter().copied().filter(|c| !started.contains(&c.id)).collect();
+                    let (released, attempts) =
+                        tokio::join!(self.release_tries(&waiting, 1), &mut delivering);
+                    (attempts, released)
+                }
+            };
+            delivered.notify_one();
+            ended
         };
-        tokio::pin!(delivering);
-        let attempts = tokio::select! {
-            attempts = &mut delivering => attempts,
-            () = stop.stopped() => {
-                // What has not started never will: it goes back now, not once the calls
-                // still running end (a stop may not outlast them). One try only, so the
-                // record of what did run is not held up by it: a claim it could not
-                // release is released again after the calls, with the other retries.
-                // Released twice, a claim changes nothing the second time: its token is
-                // gone.
-                let started = gate.started();
-                let waiting: Vec<&Claimed> =
-                    held.iter().copied().filter(|c| !started.contains(&c.id)).collect();
-                let (released, attempts) =
-                    tokio::join!(self.release_tries(&waiting, 1), &mut delivering);
-                outcome.released += released;
-                attempts
-            }
-        };
+        let ((attempts, released), early) =
+            tokio::join!(calls, self.record_as_finished(&held, finished, &delivered));
+        outcome.released += released;
+        outcome += early.outcome;
         let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
         for (claim, call) in &unrenderable {
-            let disposition = self.dispose(claim, &call.outcome);
-            deliver::tally(&mut outcome, claim, &disposition);
-            settled.push(Settled {
-                claim,
-                disposition,
-                call,
-                suppress_hash: None,
-            });
+            settled.push(self.settle(claim, call, &mut outcome));
         }
         let mut unstarted: Vec<&Claimed> = Vec::new();
         for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
                 Attempt::NotStarted => unstarted.push(claim),
-                Attempt::Finished(call) => {
-                    let disposition = self.dispose(claim, &call.outcome);
-                    deliver::tally(&mut outcome, claim, &disposition);
-                    let suppress_hash = matches!(
-                        disposition,
-                        Disposition::Failed { suppress: true, .. }
-                    )
-                    .then(|| address::hash(&self.audience.secret, claim.channel, &claim.recipient));
-                    settled.push(Settled {
-                        claim,
-                        disposition,
-                        call,
-                        suppress_hash,
-                    });
-                }
+                Attempt::Finished(_) if early.recorded.contains(&claim.id) => {}
+                Attempt::Finished(call) => settled.push(self.settle(claim, call, &mut outcome)),
             }
         }
         // Stopped before these started: the provider never saw them.

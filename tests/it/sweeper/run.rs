@@ -384,3 +384,57 @@ async fn a_batch_slower_than_its_lease_keeps_its_claims_and_calls_the_provider_o
         "no claim expired: {total:?}"
     );
 }
+
+/// A long batch of a per-message provider is recorded in parts as its calls end, so a
+/// crash repeats only the calls not yet recorded, not the whole batch: one place and
+/// 100 ms a call make a batch of 20 last 2 s. The sweeper is killed (its task dropped) as
+/// soon as five are SENT, with the batch still out; a second sweeper recovers the rest
+/// and calls the provider once for each of them, and for none recorded before the crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_batch_is_recorded_as_its_calls_end_and_a_crash_repeats_only_the_unrecorded() {
+    let db = TestDb::new().await;
+    let count = 20;
+    factory::create_due_bulk(&db.pool, count).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(100)));
+    let config = worker_config().concurrency(1).batch_size(count);
+    let crashing = worker::sweeper(&db.pool, provider.clone())
+        .config(config.clone())
+        .build();
+    let (_handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(crashing), wake, stop));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while factory::count_where(&db.pool, "status = 'SENT'").await < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "nothing recorded while the batch is out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.abort();
+    let _ = running.await;
+    let sent = factory::count_where(&db.pool, "status = 'SENT'").await;
+    let held = factory::count_where(&db.pool, "status = 'PROCESSING'").await;
+    let calls_before = provider.started();
+    assert!(
+        held > 0,
+        "the batch was still out: {sent} sent, {held} held"
+    );
+    assert_eq!(sent + held, count);
+
+    super::expire_leases(&db.pool).await;
+    let recovering = worker::sweeper(&db.pool, provider.clone())
+        .config(config)
+        .recover_on_every_step()
+        .build();
+    worker::sweep_until_idle(&recovering).await;
+    assert_eq!(
+        factory::count_where(&db.pool, "status = 'SENT'").await,
+        count
+    );
+    assert_eq!(
+        provider.started(),
+        calls_before + held as usize,
+        "one more call for each claim not recorded, none for those recorded"
+    );
+}
