@@ -255,9 +255,10 @@ impl Config {
         let providers = providers::read(&mut env);
         let audience = audience::read(&mut env, port);
 
-        if provider_timeout_ms >= visibility_s.saturating_mul(1000) {
+        // A batch's leases are renewed in the gap, before a call could outlast them.
+        if provider_timeout_ms.saturating_add(1000) > visibility_s.saturating_mul(1000) {
             env.problems.push(format!(
-                "PROVIDER_TIMEOUT_MS ({provider_timeout_ms}) must be below \
+                "PROVIDER_TIMEOUT_MS ({provider_timeout_ms}) must be at least 1 s below \
                  JOB_VISIBILITY_TIMEOUT_SECONDS ({visibility_s}s), or a live claim could expire mid-call"
             ));
         }

@@ -177,10 +177,9 @@ pub struct Gate {
     finished: Option<UnboundedSender<(Uuid, Call)>>,
 }
 
-/// How long the claims of a batch are known to be held, and which of them are no longer
-/// held at all (cancelled, erased, or recovered by another sweeper after a renewal
-/// failed): no delivery starts that could still run once its claim may have passed to
-/// another sweeper.
+/// How long the claims of a batch are known to be held, and which of them a renewal found
+/// no longer held (recovered by another sweeper after renewals failed): no delivery starts
+/// that could still run once its claim may have passed to another sweeper.
 #[derive(Debug, Clone)]
 pub struct Holding {
     state: Arc<Mutex<HoldingState>>,

@@ -175,6 +175,25 @@ pub async fn start_fence(
     needed: Duration,
     lease: Duration,
 ) -> Result<Vec<Uuid>, tokio_postgres::Error> {
+    Ok(fence(db, batch, needed, lease).await?.held)
+}
+
+/// What the start fence found.
+#[derive(Debug, Clone, Default)]
+pub struct Fenced {
+    /// The claims still held.
+    pub held: Vec<Uuid>,
+    /// The least lease any of them has left, as the database read it (`None`: none held).
+    pub least_left: Option<Duration>,
+}
+
+/// [`start_fence`], with the least lease left among the claims still held.
+pub async fn fence(
+    db: &impl GenericClient,
+    batch: &[&Claimed],
+    needed: Duration,
+    lease: Duration,
+) -> Result<Fenced, tokio_postgres::Error> {
     let ids: Vec<Uuid> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let statement = START_FENCE.prepare(db).await?;
@@ -184,7 +203,14 @@ pub async fn start_fence(
             &[&ids, &tokens, &millis(needed), &millis(lease)],
         )
         .await?;
-    rows.iter().map(|row| row.try_get("id")).collect()
+    let mut fenced = Fenced::default();
+    for row in &rows {
+        fenced.held.push(row.try_get("id")?);
+        let left: i64 = row.try_get("left_ms")?;
+        let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+        fenced.least_left = Some(fenced.least_left.map_or(left, |least| least.min(left)));
+    }
+    Ok(fenced)
 }
 
 /// Hands claims back untried: PENDING, attempt refunded, due at the given time (`None` =

@@ -47,8 +47,8 @@ impl Sweeper {
         let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
             + FENCE_MARGIN)
             .min(self.config.visibility_timeout);
-        // Read before the fence runs, so the claims are held at least this long.
-        let held_until = std::time::Instant::now() + needed;
+        // Read before the fence runs: each claim is held at least its lease left from here.
+        let fenced_at = std::time::Instant::now();
         let hashes: Vec<String> = all
             .iter()
             .map(|c| address::hash(&self.audience.secret, c.channel, &c.recipient))
@@ -66,19 +66,21 @@ impl Sweeper {
                     None => Ok(None),
                 }
             },
-            queue::start_fence(db, &all, needed, self.config.visibility_timeout),
+            queue::fence(db, &all, needed, self.config.visibility_timeout),
             queue::recheck(db, &all, &hashes),
         );
         let read = begun
             .and(reservations)
             .and_then(|reservations| Ok((reservations, still_held?, stopped?)));
-        let (reservations, still_held, stopped) = match read {
+        let (reservations, fenced, stopped) = match read {
             Ok(read) => read,
             Err(error) => {
                 tx.roll_back().await;
                 return Err(error.into());
             }
         };
+        let held_until = fenced_at + fenced.least_left.unwrap_or(needed).max(needed);
+        let still_held = fenced.held;
         let held: Vec<&Claimed> = all
             .into_iter()
             .filter(|c| still_held.contains(&c.id) && !stopped.iter().any(|(id, _)| *id == c.id))

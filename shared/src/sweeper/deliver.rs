@@ -23,8 +23,6 @@ const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
 /// The pause between two tries at recording a batch's results.
 const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(200);
-/// How often a batch still being delivered records the calls that have ended meanwhile.
-const RECORD_PART_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a batch recorded while it was still being delivered.
 #[derive(Debug, Default)]
@@ -169,62 +167,6 @@ impl Sweeper {
             disposition,
             call,
             suppress_hash,
-        }
-    }
-
-    /// While a batch is delivered, records every `RECORD_PART_INTERVAL` the calls that
-    /// ended meanwhile (as the gate reports them on `finished`), until `delivered`. A
-    /// provider without an idempotency key (SES, SNS) has taken each message when its
-    /// call ends: recorded only once the batch's last call ended, a crash before that
-    /// would have every call of the batch made again by the sweeper that recovers it; so
-    /// a crash repeats at most the calls of the last interval and those in flight. A batch
-    /// that ends within one interval, the usual case, records nothing here. A part that
-    /// cannot be recorded is left to the batch's own record.
-    pub(super) async fn record_as_finished(
-        &self,
-        held: &[&Claimed],
-        mut finished: tokio::sync::mpsc::UnboundedReceiver<(uuid::Uuid, Call)>,
-        delivered: &tokio::sync::Notify,
-    ) -> RecordedParts {
-        let claims: HashMap<uuid::Uuid, &Claimed> = held.iter().map(|c| (c.id, *c)).collect();
-        let mut parts = RecordedParts::default();
-        loop {
-            tokio::select! {
-                biased;
-                () = delivered.notified() => return parts,
-                () = tokio::time::sleep(RECORD_PART_INTERVAL) => {}
-            }
-            let mut calls = Vec::new();
-            while let Ok((id, call)) = finished.try_recv() {
-                if let Some(claim) = claims.get(&id) {
-                    calls.push((*claim, call));
-                }
-            }
-            if calls.is_empty() {
-                continue;
-            }
-            let mut outcome = SweepOutcome::default();
-            let settled: Vec<Settled<'_>> = calls
-                .iter()
-                .map(|(claim, call)| self.settle(claim, call, &mut outcome))
-                .collect();
-            let recorded = match self.pool.get().await {
-                Ok(db) => queue::record(&db, &self.worker_id, &settled)
-                    .await
-                    .map_err(anyhow::Error::from),
-                Err(error) => Err(error.into()),
-            };
-            match recorded {
-                Ok(_) => {
-                    parts.outcome += outcome;
-                    parts
-                        .recorded
-                        .extend(calls.iter().map(|(claim, _)| claim.id));
-                }
-                Err(error) => {
-                    tracing::debug!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record part of a batch; it is recorded with the batch");
-                }
-            }
         }
     }
 

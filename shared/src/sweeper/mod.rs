@@ -358,7 +358,7 @@ impl Sweeper {
         // Tickets of bulk work that will not be sent go back before the calls start.
         tickets.keep(held.iter().filter(|c| c.class == Class::Bulk).count());
         // Each call of a per-message provider is reported as it ends, so a long batch is
-        // recorded in parts (see `Sweeper::record_as_finished`).
+        // recorded in parts; its leases are kept while it is out (see `lease`).
         let (finished_sender, finished) = tokio::sync::mpsc::unbounded_channel();
         let gate = Gate::new(
             self.places.clone(),
@@ -368,14 +368,14 @@ impl Sweeper {
         .with_tickets(tickets)
         .with_holding(holding.clone())
         .with_finished(finished_sender);
+        let every_claim: Vec<&Claimed> = held
+            .iter()
+            .copied()
+            .chain(unrenderable.iter().map(|(claim, _)| *claim))
+            .collect();
         let delivered = tokio::sync::Notify::new();
         let calls = async {
-            let delivering = async {
-                tokio::select! {
-                    attempts = self.deliver(&held, &payloads, &gate) => attempts,
-                    never = self.keep_leases(&held, &holding) => match never {},
-                }
-            };
+            let delivering = self.deliver(&held, &payloads, &gate);
             tokio::pin!(delivering);
             let ended = tokio::select! {
                 attempts = &mut delivering => (attempts, 0),
@@ -397,10 +397,10 @@ impl Sweeper {
             delivered.notify_one();
             ended
         };
-        let ((attempts, released), early) =
-            tokio::join!(calls, self.record_as_finished(&held, finished, &delivered));
+        let minding = self.mind_batch(&every_claim, &held, &holding, finished, &delivered);
+        let ((attempts, released), parts) = tokio::join!(calls, minding);
         outcome.released += released;
-        outcome += early.outcome;
+        outcome += parts.outcome;
         let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
         for (claim, call) in &unrenderable {
             settled.push(self.settle(claim, call, &mut outcome));
@@ -409,20 +409,32 @@ impl Sweeper {
         for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
                 Attempt::NotStarted => unstarted.push(claim),
-                Attempt::Finished(_) if early.recorded.contains(&claim.id) => {}
+                Attempt::Finished(_) if parts.recorded.contains(&claim.id) => {}
                 Attempt::Finished(call) => settled.push(self.settle(claim, call, &mut outcome)),
             }
         }
-        // Stopped before these started: the provider never saw them.
-        outcome.released += self.release(&unstarted).await;
-        self.observe(&held, &attempts).await;
-        if settled.is_empty() {
-            return Ok(outcome);
-        }
-        // After the provider was called nothing is refunded but what the provider refused
-        // to work on: if recording fails, the lease expires and recovery resends with the
-        // same key.
-        self.record(&settled).await?;
+        // The leases of what is left to record are kept until it is recorded.
+        let open: Vec<&Claimed> = settled.iter().map(|s| s.claim).collect();
+        let finishing = async {
+            // Stopped before these started: the provider never saw them.
+            let released = self.release(&unstarted).await;
+            self.observe(&held, &attempts).await;
+            // After the provider was called nothing is refunded but what the provider
+            // refused to work on: if recording fails, the lease expires and recovery
+            // resends with the same key.
+            let recorded = if settled.is_empty() {
+                Ok(())
+            } else {
+                self.record(&settled).await
+            };
+            (released, recorded)
+        };
+        let (released, recorded) = tokio::select! {
+            finished = finishing => finished,
+            never = self.keep_leases(&open, &holding) => match never {},
+        };
+        outcome.released += released;
+        recorded?;
         Ok(outcome)
     }
 

@@ -49,8 +49,9 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
             }
         })
     };
-    // A lane needs a connection for its claim and its record, so more lanes than the pool
-    // holds (one kept for maintenance and the webhook drainer) would only queue for one.
+    // A lane needs a connection for its claim and its record (and a long batch one more
+    // now and then, for its renewals and parts), so more lanes than the pool holds (one
+    // kept for maintenance and the webhook drainer) would only queue for one.
     let config = sweeper.config();
     let lanes = config
         .lanes
