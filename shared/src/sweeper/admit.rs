@@ -41,12 +41,12 @@ impl Sweeper {
         tokio::try_join!(queue::prepare_fence(db), ratelimit::prepare(db))?;
         let all: Vec<&Claimed> = claimed.iter().collect();
         let recipients: Vec<&str> = all.iter().map(|c| c.recipient.as_str()).collect();
-        // The lease must outlast the deliveries that follow: one provider time limit per
-        // round of WORKER_CONCURRENCY, capped at a whole lease.
-        let rounds = claimed.len().div_ceil(self.config.concurrency.max(1));
-        let needed = (self.config.provider_timeout * u32::try_from(rounds).unwrap_or(u32::MAX)
-            + FENCE_MARGIN)
-            .min(self.config.visibility_timeout);
+        // The lease must outlast the first calls: one provider time limit and a margin,
+        // capped at a whole lease. Later calls are covered by renewals while the batch is
+        // out (see `lease`), so a claim just taken, with its whole lease, is not written
+        // again here, however many rounds of WORKER_CONCURRENCY the batch will take.
+        let needed =
+            (self.config.provider_timeout + FENCE_MARGIN).min(self.config.visibility_timeout);
         // Read before the fence runs: each claim is held at least its lease left from here.
         let fenced_at = std::time::Instant::now();
         let hashes: Vec<String> = all
