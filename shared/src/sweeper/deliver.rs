@@ -1,7 +1,7 @@
 //! The provider call and what follows from each answer: the disposition of every
 //! notification, and what a real provider's channel learnt (pauses, the circuit).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -23,13 +23,6 @@ const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
 const MISCONFIGURED_PAUSE: Duration = Duration::from_secs(60);
 /// The pause between two tries at recording a batch's results.
 const RECORD_RETRY_PAUSE: Duration = Duration::from_millis(200);
-
-/// What a batch recorded while it was still being delivered.
-#[derive(Debug, Default)]
-pub(super) struct RecordedParts {
-    pub outcome: SweepOutcome,
-    pub recorded: HashSet<uuid::Uuid>,
-}
 
 impl Sweeper {
     /// Hands the batch to the provider; each delivery passes `gate` before it starts. A

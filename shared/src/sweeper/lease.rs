@@ -19,7 +19,7 @@
 //! same rows at once from two connections could deadlock each other. A batch that ends
 //! within one interval and well within its lease, the usual case, costs neither.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,6 @@ use tokio::sync::Notify;
 use tokio::sync::mpsc::UnboundedReceiver;
 use uuid::Uuid;
 
-use super::deliver::RecordedParts;
 use super::{SweepOutcome, Sweeper};
 use crate::provider::{Call, Holding};
 use crate::queue::{self, Claimed, Disposition, Settled};
@@ -41,6 +40,13 @@ const LEAST_PAUSE: Duration = Duration::from_millis(20);
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// How often a batch still being delivered records the final results that came in.
 const RECORD_PART_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What a batch recorded while it was still being delivered.
+#[derive(Debug, Default)]
+pub(super) struct RecordedParts {
+    pub outcome: SweepOutcome,
+    pub recorded: HashSet<Uuid>,
+}
 
 impl Sweeper {
     /// Until `delivered`: renews the leases of `claims` (every claim the batch holds) when
