@@ -31,6 +31,9 @@ pub struct Places {
     /// batch being claimed and fenced does not keep a place from a delivery.
     bulk_held: Arc<Semaphore>,
     bulk_places: usize,
+    concurrency: usize,
+    /// How long the process's deliveries have been holding their places lately.
+    pace: Arc<CallPace>,
 }
 
 impl Places {
@@ -42,7 +45,20 @@ impl Places {
             bulk: Arc::new(Semaphore::new(bulk_places)),
             bulk_held: Arc::new(Semaphore::new(2 * bulk_places)),
             bulk_places,
+            concurrency,
+            pace: Arc::default(),
         }
+    }
+
+    /// `WORKER_CONCURRENCY`: the most deliveries in flight at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// How long a delivery has held its place lately (a moving mean); `None` until one
+    /// has ended.
+    pub fn recent_call(&self) -> Option<Duration> {
+        self.pace.mean()
     }
 
     /// Whether a delivery of any class could start now.
@@ -152,12 +168,48 @@ impl BulkTickets {
     }
 }
 
-/// A delivery's place, given back when dropped.
+/// A moving mean of how long deliveries hold their places: each new one weighs an
+/// eighth, so the mean follows a provider that slows down within a few dozen calls.
+#[derive(Debug, Default)]
+struct CallPace {
+    mean_secs: Mutex<Option<f64>>,
+}
+
+impl CallPace {
+    const WEIGHT: f64 = 1.0 / 8.0;
+
+    fn observe(&self, took: Duration) {
+        let took = took.as_secs_f64();
+        let mut mean = lock(&self.mean_secs);
+        *mean = Some(match *mean {
+            Some(mean) => mean + (took - mean) * Self::WEIGHT,
+            None => took,
+        });
+    }
+
+    fn mean(&self) -> Option<Duration> {
+        (*lock(&self.mean_secs)).map(Duration::from_secs_f64)
+    }
+}
+
+/// A delivery's place, given back when dropped; how long it was held counts towards the
+/// process's call pace.
 #[derive(Debug)]
 pub struct Place<'a> {
     _place: SemaphorePermit<'a>,
     _bulk: Option<OwnedSemaphorePermit>,
     _ticket: Option<OwnedSemaphorePermit>,
+    pace: &'a CallPace,
+    /// When the delivery started (set once it passed every check of the gate).
+    since: Option<Instant>,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if let Some(since) = self.since {
+            self.pace.observe(since.elapsed());
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -282,9 +334,11 @@ impl Gate {
                 _place: place,
                 _bulk: bulk,
                 _ticket: ticket,
+                pace: &self.places.pace,
+                since: None,
             })
         };
-        let place = tokio::select! {
+        let mut place = tokio::select! {
             place = places => place?,
             () = self.stop.stopped() => return None,
         };
@@ -300,6 +354,7 @@ impl Gate {
             return None;
         }
         started.insert(key);
+        place.since = Some(Instant::now());
         Some(place)
     }
 

@@ -4,12 +4,14 @@
 //! and `notify-local` share.
 //!
 //! - [`admit`]: the start fence, the rate limit, handing claims back.
+//! - [`budget`]: how many claims one process holds at a time.
 //! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
 //! - [`lease`]: the leases of a batch kept while it is delivered.
 //! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns)
 //!   and the campaign expansion that runs beside them.
 
 mod admit;
+mod budget;
 mod deliver;
 pub mod function;
 mod lease;
@@ -46,6 +48,7 @@ use crate::provider::{
 use crate::queue::{self, ClaimMode, Claimed, Limit, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
+use budget::ClaimBudget;
 
 /// How often expired claims are looked for.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(1);
@@ -68,6 +71,8 @@ pub struct Sweeper {
     /// Deliveries in flight in this process: `WORKER_CONCURRENCY` places, shared by every
     /// lane.
     places: Places,
+    /// The claims this process holds, kept to what its places start within a second.
+    budget: ClaimBudget,
     recovery_interval: Duration,
     last_recovery: Mutex<Option<Instant>>,
     last_prune: Mutex<Option<Instant>>,
@@ -149,6 +154,7 @@ impl Sweeper {
                 uuid::Uuid::new_v4().as_u128() as u32
             ),
             places: Places::new(config.concurrency),
+            budget: ClaimBudget::default(),
             config,
             retry,
             rate_limit: None,
@@ -267,6 +273,13 @@ impl Sweeper {
             return Ok(outcome);
         }
         let batch = self.batch_places();
+        // A process holds what its places can start soon; the rest stays in the queue for
+        // another process, behind any HIGH notification that arrives meanwhile.
+        let allowance = self.budget.allowance(&self.places);
+        if allowance == Some(0) {
+            return Ok(outcome);
+        }
+        let most = allowance.map_or(batch, |allowed| allowed.min(batch));
         let (paced, free): (Vec<Channel>, Vec<Channel>) = Channel::ALL
             .into_iter()
             .partition(|channel| self.provider.is_real_for(*channel));
@@ -283,7 +296,9 @@ impl Sweeper {
             tickets.merge(self.places.take_bulk(batch.saturating_sub(tickets.count())));
         }
         let bulk_asked = tickets.count();
-        let claimed = self.claim(&free, &turns, bulk_asked).await?;
+        let mut counted = self.budget.hold(most);
+        let claimed = self.claim(&free, &turns, most, bulk_asked).await?;
+        counted.keep(claimed.len());
         let bulk_claimed = claimed.iter().filter(|c| c.class == Class::Bulk).count();
         tickets.keep(bulk_claimed);
         outcome.claimed = claimed.len() as u64;
@@ -439,21 +454,32 @@ impl Sweeper {
     }
 
     /// The due work of the `free` channels and of the `paced` ones whose turn this lane
-    /// took, each claimed by its own statement, with at most `bulk_places` bulk
-    /// notifications in all: the free channels (the simulated provider's) together on one
-    /// connection, then each paced channel (sent by a real provider) in its own short
-    /// transaction. (The channels claimed together may each take `bulk_places`; what is
-    /// claimed beyond them waits for a place at the gate.)
+    /// took, each claimed by its own statement, at most `most` in all (at most a batch on
+    /// each channel) and at most `bulk_places` bulk notifications: the free channels (the
+    /// simulated provider's) together on one connection, then each paced channel (sent by
+    /// a real provider) in its own short transaction. (The channels claimed together may
+    /// each take `bulk_places`, and each its share of `most` rounded up; what is claimed
+    /// beyond them waits for a place at the gate.)
     async fn claim(
         &self,
         free: &[Channel],
         paced: &[Channel],
+        most: usize,
         bulk_places: usize,
     ) -> anyhow::Result<Vec<Claimed>> {
         let mut db = self.connection().await?;
         let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
-        let bulk = i64::try_from(bulk_places).unwrap_or(i64::MAX);
-        let limit = Limit { total: batch, bulk };
+        let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let bulk = as_i64(bulk_places);
+        let each_free = if most < self.batch_places() {
+            most.div_ceil(free.len().max(1))
+        } else {
+            most
+        };
+        let limit = Limit {
+            total: batch.min(as_i64(each_free)),
+            bulk,
+        };
         let claims = free.iter().map(|channel| {
             queue::claim(
                 &db,
@@ -469,12 +495,14 @@ impl Sweeper {
             claimed.extend(channel?);
         }
         for &channel in paced {
+            let left = most.saturating_sub(claimed.len());
+            if left == 0 {
+                break;
+            }
             let bulk_taken = claimed.iter().filter(|c| c.class == Class::Bulk).count();
             let limit = Limit {
-                total: batch,
-                bulk: bulk
-                    .saturating_sub(i64::try_from(bulk_taken).unwrap_or(i64::MAX))
-                    .max(0),
+                total: batch.min(as_i64(left)),
+                bulk: bulk.saturating_sub(as_i64(bulk_taken)).max(0),
             };
             let channel_claims =
                 queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?;
@@ -484,7 +512,7 @@ impl Sweeper {
                 .iter()
                 .filter(|c| c.class == Class::Bulk)
                 .count();
-            let took_all = channel_claims.len() as i64 >= batch
+            let took_all = channel_claims.len() as i64 >= limit.total
                 || (limit.bulk > 0 && bulk_claims as i64 >= limit.bulk);
             self.pacing.claimed(channel, took_all);
             claimed.extend(channel_claims);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify_shared::config::MockProviderConfig;
-use notify_shared::notification::Status;
+use notify_shared::notification::{Priority, Status};
 use notify_shared::provider::simulated::SimulatedProvider;
 use notify_shared::queue::Due;
 use notify_shared::stop::StopSignal;
@@ -326,6 +326,58 @@ async fn a_bulk_backlog_waits_in_the_queue_and_a_transactional_notification_pass
         bulk_sent_first <= 60,
         "{bulk_sent_first} of the 400 bulk were sent before the transactional one"
     );
+}
+
+/// A process holds only what its places can start within about a second: with four
+/// places and 100 ms a call, one round of places and a second's worth of calls (44), not
+/// a batch of 40 for each of its lanes. What it holds is started in the order claimed, so
+/// a HIGH notification that arrives behind a backlog waits for that much, not for every
+/// lane's batch. Without the budget the process held 80 once its first batch ended and
+/// more after, and the HIGH one waited behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_holds_what_it_can_start_soon_so_a_later_high_notification_waits_little() {
+    let db = TestDb::new().await;
+    let count = 200;
+    factory::create_many(&db.pool, count, |_| Spec::default()).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(100)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(
+            worker_config()
+                .concurrency(4)
+                .batch_size(40)
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+    // What the process holds past its first batch.
+    provider.wait_started(1).await;
+    let mut peak = 0;
+    for _ in 0..75 {
+        peak = peak.max(factory::count_where(&db.pool, "status = 'PROCESSING'").await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let urgent = factory::create(&db.pool, Spec::default().priority(Priority::High)).await;
+    let arrived = Instant::now();
+    while factory::load(&db.pool, urgent.id).await.status != Status::Sent {
+        assert!(
+            arrived.elapsed() < Duration::from_secs(10),
+            "the HIGH one was not sent"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waited = arrived.elapsed();
+    let backlog_left = factory::count_where(&db.pool, "status <> 'SENT'").await;
+    handle.stop();
+    running.abort();
+    assert!(peak <= 44, "the process held {peak} claims");
+    // 44 held at 40 calls a second, and the HIGH one's own call and records.
+    assert!(
+        waited < Duration::from_millis(1_800),
+        "the HIGH one waited {waited:?}"
+    );
+    assert!(backlog_left > 0, "the backlog was not still there");
 }
 
 /// A batch that takes longer than its lease keeps its claims. One sweeper claims 40
