@@ -269,6 +269,11 @@ impl Holding {
             .extend(asked.iter().filter(|id| !kept.contains(id)));
     }
 
+    /// Whether a renewal found the claim of `key` no longer held.
+    pub fn lost(&self, key: Uuid) -> bool {
+        lock(&self.state).lost.contains(&key)
+    }
+
     /// Whether a call of `key` that starts now and lasts at most `timeout` ends while its
     /// claim is still held.
     fn allows(&self, key: Uuid, timeout: Duration) -> bool {

@@ -423,6 +423,9 @@ impl Sweeper {
         let mut unstarted: Vec<&Claimed> = Vec::new();
         for (claim, attempt) in held.iter().zip(&attempts) {
             match attempt {
+                // Taken over by another sweeper while this batch was out: nothing to
+                // hand back, its token is gone.
+                Attempt::NotStarted if holding.lost(claim.id) => outcome.lost += 1,
                 Attempt::NotStarted => unstarted.push(claim),
                 Attempt::Finished(_) if parts.recorded.contains(&claim.id) => {}
                 Attempt::Finished(call) => settled.push(self.settle(claim, call, &mut outcome)),

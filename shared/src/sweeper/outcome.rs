@@ -19,7 +19,8 @@ pub struct SweepOutcome {
     pub recovered: u64,
     /// Claimed but handed back untried (shutdown, deadline, error before sending).
     pub released: u64,
-    /// Claims found taken over by another worker at the start fence.
+    /// Claims found taken over by another worker at the start fence, or by a lease
+    /// renewal before their call started.
     pub lost: u64,
     /// Sent back untried with the attempt refunded: the provider throttled or could not
     /// send for us.

@@ -437,6 +437,58 @@ async fn a_batch_slower_than_its_lease_keeps_its_claims_and_calls_the_provider_o
     );
 }
 
+/// A claim taken over by another sweeper while its batch is out is not called, and is
+/// counted as lost. One sweeper claims 10 notifications in one batch and sends them one at a
+/// time, 200 ms each; once the first call is out, every claim is taken over (a new token,
+/// a lease of an hour). The next renewal finds them gone: the calls not yet started never
+/// start, and each of them is counted in `lost`, not silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_taken_over_while_their_batch_is_out_are_not_called_and_are_counted_lost() {
+    let db = TestDb::new().await;
+    let count = 10;
+    factory::create_due_bulk(&db.pool, count).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(200)));
+    let config = worker_config()
+        .concurrency(1)
+        .batch_size(count)
+        .visibility_timeout(Duration::from_secs(1))
+        .provider_timeout(Duration::from_millis(500))
+        .poll_interval(Duration::from_millis(20));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(config)
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+    provider.wait_started(1).await;
+    let taken = db
+        .pool
+        .get()
+        .await
+        .expect("connection")
+        .execute(
+            "UPDATE notifications
+             SET claim_token = gen_random_uuid(), claimed_by = 'another sweeper',
+                 lease_expires_at = now() + interval '1 hour'
+             WHERE status = 'PROCESSING'",
+            &[],
+        )
+        .await
+        .expect("take the claims over");
+    assert!(taken > 0, "nothing was held");
+    // Long enough for the whole batch, had its calls gone on.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    handle.stop();
+    let total = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the loop stops")
+        .expect("the loop ends cleanly");
+    let called = provider.started() as u64;
+    assert!(called < count as u64, "the calls went on: {called}");
+    assert_eq!(total.lost, count as u64 - called, "{total:?}");
+    assert_eq!(total.released, 0, "{total:?}");
+}
+
 /// A long batch of a per-message provider is recorded in parts as its calls end, so a
 /// crash repeats only the calls not yet recorded, not the whole batch: one place and
 /// 100 ms a call make a batch of 20 last 2 s. The sweeper is killed (its task dropped) as
