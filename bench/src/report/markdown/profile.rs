@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 pub fn write(w: &mut String) {
     let _ = writeln!(w, "{CURRENT_PROFILE_NOTES}");
+    let _ = writeln!(w, "{B11_PROFILE_NOTES}");
     let _ = writeln!(w, "{PROFILE_NOTES}");
     let _ = writeln!(w, "{DIGEST_NOTES}");
     let _ = writeln!(w, "{STORAGE_NOTES}");
@@ -333,6 +334,44 @@ drained in 67–78 s. The expansion target sits on the line on this host class.
   and after, same day: expansion 7.3 s and 7.5 s before; 6.1 s, 6.2 s, 6.6 s, 6.5 s and
   5.4 s after; transactional p99 96–105 ms after (104–112 ms before); the campaign drained
   in 67 s both ways.
+";
+
+/// Where B11's worker time went and what one boxed call won back (kept with the
+/// generated figures, not regenerated).
+const B11_PROFILE_NOTES: &str = "\
+## B11: where the worker's time goes with a real provider (profile of 2026-12-06, 2-core Intel Xeon host)
+
+Measured by hand during `notify-bench --only B11 --runs 1 --no-build --no-docs` (that run
+drained 4,516 /s): a release build with symbols (`CARGO_PROFILE_RELEASE_STRIP=false
+CARGO_PROFILE_RELEASE_DEBUG=line-tables-only cargo build --release --bins --workspace`),
+`perf record --call-graph dwarf,16384 -F 499 -p <worker pid> -- sleep 5` once the drain
+was under way, then `perf script` and, for each function, the share of the worker's
+samples with it anywhere on the stack (so shares overlap).
+
+- **The AWS SDK is most of the worker.** Its orchestrator (building, signing, sending and
+  parsing one `SendEmail` per notification) 47 %; SigV4 signing inside it 11 %; hyper's
+  HTTP/1 client 10 %. malloc and free 11 %; `memcpy` 12 % inclusive.
+- **One copy was ours** (ff87bb3): about 5 % of the samples moved the SDK's large call
+  future, once into the gate's `FuturesOrdered` and again on its first poll. Each call is
+  now boxed as it enters the gate. Two alternated pairs of runs (`--only B11 --runs 1
+  --no-build --no-docs`), the machine full (35–38 of 39–42 core-seconds taken): before,
+  4,826 and 5,136 /s at 137 and 128 µs of worker CPU per notification; after, 5,148 and
+  5,097 /s at 124 and 122 µs.
+- **PostgreSQL costs more per notification here than in B2** (about 200 against 140 µs):
+  a paced claim locks the channel's `channel_health` row and its token bucket `FOR UPDATE`,
+  and the provider's message ids fill the partial index `delivery_attempts_by_message`
+  (`WHERE provider_message_id IS NOT NULL`), which the simulated provider of B2 leaves
+  empty.
+- **So one 2-core host is full at about 5,000–5,600 /s.** PostgreSQL about 200 µs, the
+  worker about 125 µs and the SES stand-in in the bench process 29–31 µs: about 355 µs of
+  CPU per notification against 2 core-seconds a second, 5,600 /s before any wait. In a
+  deployment the provider is not on the database's host and PostgreSQL has its own
+  cores; the sweeper's share is what one container costs (about 0.6 of a core at
+  5,000 /s).
+- **The full run above** (ff87bb3, 2026-12-07) drained B11 at 4,616 /s, short of 5,000,
+  on a host whose floors ran about a quarter below those of the run before it (best
+  batch-100 floor 9,721 against 12,811 /s at 0aab2ef): B11 ÷ that floor went from 0.34
+  to 0.49 between the two runs, while the absolute rate moved from 4,783 to 4,616 /s.
 ";
 
 /// Where the database's CPU goes in B2 and B1 on the current schema, and the storage
