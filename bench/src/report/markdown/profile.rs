@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 pub fn write(w: &mut String) {
     let _ = writeln!(w, "{CURRENT_PROFILE_NOTES}");
     let _ = writeln!(w, "{B11_PROFILE_NOTES}");
+    let _ = writeln!(w, "{B6_START_NOTES}");
     let _ = writeln!(w, "{PROFILE_NOTES}");
     let _ = writeln!(w, "{DIGEST_NOTES}");
     let _ = writeln!(w, "{STORAGE_NOTES}");
@@ -334,6 +335,27 @@ drained in 67–78 s. The expansion target sits on the line on this host class.
   and after, same day: expansion 7.3 s and 7.5 s before; 6.1 s, 6.2 s, 6.6 s, 6.5 s and
   5.4 s after; transactional p99 96–105 ms after (104–112 ms before); the campaign drained
   in 67 s both ways.
+";
+
+/// What B6's start is made of and what was tried on it (kept with the generated
+/// figures, not regenerated).
+const B6_START_NOTES: &str = "\
+## B6: where the start goes (2026-12-07, 2-core Intel Xeon host)
+
+The full run above missed the 50 ms start target (api 48.9 ms, worker 53.8 ms: medians of
+five starts per role, median of three runs; B6 runs right after B5 has drained 100,000
+rows). Measured by hand on the idle host with the database already
+migrated (spawn `notify-local`, poll `/health` every millisecond until it answers 200;
+median of 7 or 9 starts): api 20.4–28.1 ms, worker 32.7–46.1 ms over six sets.
+
+- **Where the worker's start goes** (a build printing timestamps, 7 starts): migrations
+  7–14 ms (their own connection, the advisory lock, the runner's read of its history);
+  the sweeper's start 10–20 ms (a pool connection 4–8 ms, then writing each channel's
+  rates and health 5–9 ms); the key check 2–15 ms (its pool connection opened while the
+  lanes open theirs).
+- **Tried and dropped:** reading the keys before the loops start, so that the sweeper's
+  start reuses that connection. Three alternated sets of 9 starts: medians 46.1, 33.3 and
+  32.7 ms before, 44.0, 45.4 and 36.1 ms after. No gain beyond the noise.
 ";
 
 /// Where B11's worker time went and what one boxed call won back (kept with the
