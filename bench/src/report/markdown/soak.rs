@@ -121,5 +121,4 @@ share came to a fifth of the drain.
 At the end: notifications 55.5 MB, queue 25.3 MB, delivery_attempts 9.1 MB, webhook_events 19.5 MB, rate_limit_reservations 9.0 MB, simulated_deliveries 6.6 MB.
 
 Final bytes ÷ after round 1: 0.56 (target ≤ 1.2: met); last round's drain ÷ the first's: 0.81 (target ≥ 0.9: **not met**).
-
 ";
