@@ -80,4 +80,15 @@ WITH results AS (
     WHERE r.suppress_hash IS NOT NULL
     ON CONFLICT (channel, address_hash) DO NOTHING
 )
-SELECT (SELECT count(*) FROM recorded) AS recorded, (SELECT count(*) FROM events) AS events
+SELECT (SELECT count(*) FROM recorded) AS recorded, (SELECT count(*) FROM events) AS events,
+       -- The results not recorded because another sweeper took their claims over while
+       -- the calls were out (they are its work now). A result this worker recorded on an
+       -- earlier try whose answer was lost is not among them: its attempt row is there.
+       -- Looked for only when some row was not recorded.
+       CASE WHEN (SELECT count(*) FROM recorded) = cardinality($1::uuid[]) THEN '{}'::uuid[]
+            ELSE ARRAY(SELECT r.id FROM results r
+                       WHERE NOT EXISTS (SELECT FROM recorded rec WHERE rec.id = r.id)
+                         AND NOT EXISTS (SELECT FROM delivery_attempts a
+                                         WHERE a.notification_id = r.id AND a.worker = $12
+                                           AND a.started_at = r.started_at)) END
+           AS taken_over

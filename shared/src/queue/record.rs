@@ -85,12 +85,22 @@ pub struct Settled<'a> {
     pub suppress_hash: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordSummary {
     /// Rows this worker still held and therefore changed.
     pub recorded: u64,
     /// Webhook events written (one per SENT / FAILED / DEAD_LETTERED).
     pub events: u64,
+    /// Results left unrecorded because another worker took their claims over while the
+    /// calls were out (their lease had expired): what became of them is its to say.
+    pub taken_over: Vec<Uuid>,
+}
+
+impl RecordSummary {
+    /// Whether the result for `id` was left unrecorded, its claim taken over.
+    pub fn was_taken_over(&self, id: Uuid) -> bool {
+        self.taken_over.contains(&id)
+    }
 }
 
 /// Records a batch of results in one statement, each fenced on its claim token, with
@@ -146,6 +156,7 @@ pub async fn record(
     Ok(RecordSummary {
         recorded: count(&row, "recorded")?,
         events: count(&row, "events")?,
+        taken_over: row.try_get("taken_over")?,
     })
 }
 

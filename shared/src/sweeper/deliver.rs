@@ -15,7 +15,7 @@ use crate::channel::{self, Circuit, Observation};
 use crate::domain::Class;
 use crate::notification::Channel;
 use crate::provider::{Attempt, Call, Delivery, Gate, ProviderOutcome};
-use crate::queue::{self, Claimed, Disposition, Settled};
+use crate::queue::{self, Claimed, Disposition, RecordSummary, Settled};
 
 /// How long a channel pauses after a throttle without `Retry-After`.
 const THROTTLE_PAUSE: Duration = Duration::from_secs(1);
@@ -123,12 +123,12 @@ impl Sweeper {
     /// connection free in time under load, a lost connection, a restarting server) is
     /// retried until the lease would be over; recording is idempotent: a row changes only
     /// while this claim still holds it. Any other failure is the step's at once.
-    pub(super) async fn record(&self, settled: &[Settled<'_>]) -> anyhow::Result<()> {
+    pub(super) async fn record(&self, settled: &[Settled<'_>]) -> anyhow::Result<RecordSummary> {
         let give_up = Instant::now() + self.config.visibility_timeout;
         loop {
             let (error, passes) = match self.pool.get().await {
                 Ok(db) => match queue::record(&db, &self.worker_id, settled).await {
-                    Ok(_) => return Ok(()),
+                    Ok(summary) => return Ok(summary),
                     Err(error) => {
                         let passes = passes(&error);
                         (anyhow::Error::from(error), passes)
@@ -144,15 +144,9 @@ impl Sweeper {
         }
     }
 
-    /// The disposition of `claim` after `call`, counted in `outcome`, ready to record.
-    pub(super) fn settle<'a>(
-        &self,
-        claim: &'a Claimed,
-        call: &'a Call,
-        outcome: &mut SweepOutcome,
-    ) -> Settled<'a> {
+    /// The disposition of `claim` after `call`, ready to record.
+    pub(super) fn settle<'a>(&self, claim: &'a Claimed, call: &'a Call) -> Settled<'a> {
         let disposition = self.dispose(claim, &call.outcome);
-        tally(outcome, claim, &disposition);
         let suppress_hash = matches!(disposition, Disposition::Failed { suppress: true, .. })
             .then(|| address::hash(&self.audience.secret, claim.channel, &claim.recipient));
         Settled {
@@ -245,6 +239,29 @@ fn log_circuit(channel: Channel, circuit: Circuit) {
 }
 
 /// Counts a disposition in the step's outcome and logs it.
+/// Counts in `outcome` what a record did: each result under its disposition, except those
+/// another sweeper took over while their calls were out, which are `lost` (that sweeper
+/// sends them again, with the same delivery key).
+pub(super) fn count_recorded(
+    outcome: &mut SweepOutcome,
+    settled: &[Settled<'_>],
+    summary: &RecordSummary,
+) {
+    for result in settled {
+        if summary.was_taken_over(result.claim.id) {
+            outcome.lost += 1;
+        } else {
+            tally(outcome, result.claim, &result.disposition);
+        }
+    }
+    if !summary.taken_over.is_empty() {
+        tracing::warn!(
+            lost = summary.taken_over.len(),
+            "results not recorded: another sweeper took their claims over while the calls were out"
+        );
+    }
+}
+
 fn tally(outcome: &mut SweepOutcome, claim: &Claimed, disposition: &Disposition) {
     match disposition {
         Disposition::Sent { .. } => {

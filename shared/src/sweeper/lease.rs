@@ -175,10 +175,9 @@ impl Sweeper {
         if calls.is_empty() {
             return;
         }
-        let mut outcome = SweepOutcome::default();
         let settled: Vec<Settled<'_>> = calls
             .iter()
-            .map(|(claim, call)| self.settle(claim, call, &mut outcome))
+            .map(|(claim, call)| self.settle(claim, call))
             .collect();
         let recorded = match self.pool.get().await {
             Ok(db) => queue::record(&db, &self.worker_id, &settled)
@@ -187,8 +186,8 @@ impl Sweeper {
             Err(error) => Err(error.into()),
         };
         match recorded {
-            Ok(_) => {
-                parts.outcome += outcome;
+            Ok(summary) => {
+                super::deliver::count_recorded(&mut parts.outcome, &settled, &summary);
                 parts
                     .recorded
                     .extend(calls.iter().map(|(claim, _)| claim.id));

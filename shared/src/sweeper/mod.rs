@@ -45,7 +45,7 @@ use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{
     Attempt, BulkTickets, Call, Gate, Holding, Places, Provider, ProviderOutcome,
 };
-use crate::queue::{self, ClaimMode, Claimed, Limit, Settled, Stopped};
+use crate::queue::{self, ClaimMode, Claimed, Limit, RecordSummary, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
 use budget::ClaimBudget;
@@ -418,7 +418,7 @@ impl Sweeper {
         outcome += parts.outcome;
         let mut settled: Vec<Settled<'_>> = Vec::with_capacity(held.len() + unrenderable.len());
         for (claim, call) in &unrenderable {
-            settled.push(self.settle(claim, call, &mut outcome));
+            settled.push(self.settle(claim, call));
         }
         let mut unstarted: Vec<&Claimed> = Vec::new();
         for (claim, attempt) in held.iter().zip(&attempts) {
@@ -428,7 +428,7 @@ impl Sweeper {
                 Attempt::NotStarted if holding.lost(claim.id) => outcome.lost += 1,
                 Attempt::NotStarted => unstarted.push(claim),
                 Attempt::Finished(_) if parts.recorded.contains(&claim.id) => {}
-                Attempt::Finished(call) => settled.push(self.settle(claim, call, &mut outcome)),
+                Attempt::Finished(call) => settled.push(self.settle(claim, call)),
             }
         }
         // The leases of what is left to record are kept until it is recorded.
@@ -441,7 +441,7 @@ impl Sweeper {
             // refused to work on: if recording fails, the lease expires and recovery
             // resends with the same key.
             let recorded = if settled.is_empty() {
-                Ok(())
+                Ok(RecordSummary::default())
             } else {
                 self.record(&settled).await
             };
@@ -452,7 +452,7 @@ impl Sweeper {
             never = self.keep_leases(&open, &holding) => match never {},
         };
         outcome.released += released;
-        recorded?;
+        deliver::count_recorded(&mut outcome, &settled, &recorded?);
         Ok(outcome)
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify_shared::notification::Status;
-use notify_shared::provider::{Attempt, Delivery, Provider, ProviderOutcome};
-use notify_shared::queue::{self, Disposition};
+use notify_shared::provider::{Attempt, Call, Delivery, Provider, ProviderOutcome};
+use notify_shared::queue::{self, Disposition, Settled};
 use notify_tests::TestDb;
 use notify_tests::doubles::{ByRecipient, Counting, DELIVERED, Fixed, open_gate};
 use notify_tests::factory::{self, Spec};
@@ -344,4 +344,65 @@ async fn exactly_one_outbox_event_per_final_transition_and_none_for_retries_rele
     assert_eq!(by_notification, expected);
     assert!(!by_notification.contains_key(&retried.id));
     assert!(!by_notification.contains_key(&released.id));
+}
+
+/// A record names the results it left unrecorded because their claims were taken over
+/// while the calls were out, so the sweeper counts them lost and not sent. A retry of the
+/// same record (its first answer lost on the way back) does not name what the first try
+/// recorded: that worker's attempt row for that call is there.
+#[tokio::test]
+async fn a_record_names_the_results_whose_claims_were_taken_over_but_not_its_own_earlier_ones() {
+    let db = TestDb::new().await;
+    factory::create_due_bulk(&db.pool, 2).await;
+    let claims = claim(&db.pool, "first", 10).await;
+    assert_eq!(claims.len(), 2);
+    let (kept, taken) = (&claims[0], &claims[1]);
+    db.execute(
+        "UPDATE notifications SET claim_token = gen_random_uuid(), claimed_by = 'second'
+         WHERE id = $1",
+        &[&taken.id],
+    )
+    .await;
+
+    let now = chrono::Utc::now();
+    let call = Call {
+        outcome: ProviderOutcome::Delivered {
+            already: false,
+            message_id: None,
+        },
+        started_at: now,
+        finished_at: now,
+    };
+    let settled: Vec<Settled<'_>> = claims
+        .iter()
+        .map(|claim| Settled {
+            claim,
+            disposition: Disposition::sent(),
+            call: &call,
+            suppress_hash: None,
+        })
+        .collect();
+    let conn = db.pool.get().await.expect("connection");
+    let first = queue::record(&conn, "first", &settled)
+        .await
+        .expect("record");
+    assert_eq!(first.recorded, 1);
+    assert_eq!(first.taken_over, [taken.id]);
+    assert!(!first.was_taken_over(kept.id));
+
+    let retried = queue::record(&conn, "first", &settled)
+        .await
+        .expect("record again");
+    assert_eq!(retried.recorded, 0);
+    assert_eq!(retried.taken_over, [taken.id]);
+
+    // Everything recorded: nothing is looked for.
+    let none = queue::record(&conn, "first", &settled[..0])
+        .await
+        .expect("record nothing");
+    assert_eq!((none.recorded, none.taken_over.len()), (0, 0));
+    assert_eq!(
+        factory::load(&db.pool, taken.id).await.status,
+        Status::Processing
+    );
 }
