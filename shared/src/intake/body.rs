@@ -61,7 +61,7 @@ pub async fn read_json(
             "Content-Type must be application/json",
         ));
     }
-    serde_json::from_slice(&bytes)
+    super::json::parse(&bytes)
         .map(Some)
         .map_err(|error| ApiError::bad_request(format!("Request body is not valid JSON ({error})")))
 }

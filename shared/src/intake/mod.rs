@@ -11,6 +11,7 @@ mod docs;
 pub mod error;
 mod fingerprint;
 pub mod handlers;
+mod json;
 mod middleware;
 mod operations;
 pub mod payload;

@@ -121,6 +121,32 @@ async fn malformed_and_oversized_bodies_get_clean_errors() {
         assert!(!text.contains(leak), "{leak} leaked: {text}");
     }
 
+    // Two members of one name: which one a reader takes is up to it, so none is taken.
+    let twice = app
+        .request(Method::POST, "/notifications")
+        .header("content-type", "application/json")
+        .body(
+            r#"{"recipient":"a@example.com","channel":"email","delaySeconds":0,
+                "payload":{"subject":"s"},"recipient":"b@example.com"}"#,
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(twice.status(), StatusCode::BAD_REQUEST);
+    let error: Value = twice.json().await.expect("envelope");
+    assert_envelope(&error, 400, "/notifications");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("duplicate member \"recipient\"")),
+        "{error}"
+    );
+    assert_eq!(
+        app.db.count("SELECT count(*) FROM notifications").await,
+        0,
+        "nothing stored"
+    );
+
     let mut big = body("big");
     big["payload"] = json!({"blob": "x".repeat(70 * 1024)});
     let (status, error) = app.create(&big).await;
