@@ -19,8 +19,9 @@ pub struct SweepOutcome {
     pub recovered: u64,
     /// Claimed but handed back untried (shutdown, deadline, error before sending).
     pub released: u64,
-    /// Claims found taken over by another worker at the start fence, or by a lease
-    /// renewal before their call started.
+    /// Claims found taken over by another worker: at the start fence, by a lease renewal
+    /// before their call started, or by the record after it ended (the result is not
+    /// recorded; the worker that holds the claim now sends it with the same key).
     pub lost: u64,
     /// Sent back untried with the attempt refunded: the provider throttled or could not
     /// send for us.
