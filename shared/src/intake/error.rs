@@ -69,7 +69,16 @@ impl ApiError {
 
 impl From<Problems> for ApiError {
     fn from(problems: Problems) -> Self {
-        ApiError::validation(problems.into_errors())
+        let mut error = ApiError::validation(problems.into_errors());
+        // The contract words a bad cursor as the message itself: when it is the only
+        // problem, the message says it (and `details` still names the field).
+        if let [only] = error.details.as_slice()
+            && only.field == "cursor"
+            && let [reason] = only.errors.as_slice()
+        {
+            error.message = reason.clone();
+        }
+        error
     }
 }
 

@@ -83,9 +83,17 @@ async fn list_rejects_unknown_parameters_bad_limits_and_foreign_cursors() {
     }
     let (_, error) = app.list("cursor=abc").await;
     assert_eq!(
+        error["message"],
+        "cursor is not valid; use the nextCursor from a previous page"
+    );
+    assert_eq!(
         details(&error)[0].1,
         ["cursor is not valid; use the nextCursor from a previous page"]
     );
+    // With other problems beside it, the message is the usual one.
+    let (_, error) = app.list("cursor=abc&limit=0").await;
+    assert_eq!(error["message"], "Validation failed");
+    assert_eq!(details(&error).len(), 2);
     let (status, page) = app.list("status=DEAD_LETTERED&limit=100").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(page, json!({"items": [], "nextCursor": null}));
