@@ -18,7 +18,7 @@ use crate::digest;
 use crate::metrics::Snapshot;
 use crate::notification::{Channel, Status};
 use crate::problems::Problems;
-use crate::queue::RedriveFilter;
+use crate::queue::{self, RedriveFilter};
 use crate::redrive::{self, ERROR_TEXT_MAX, MAX_BATCH, RedriveError, SingleRedrive};
 
 impl From<RedriveError> for ApiError {
@@ -36,7 +36,12 @@ pub async fn retry_one(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     match redrive::redrive_one(&state.pool, id, state.max_attempts).await? {
-        SingleRedrive::Redriven(notification) => Ok(Json(notification).into_response()),
+        SingleRedrive::Redriven(mut notification) => {
+            // Shown as GET shows it: a templated notification with its template.
+            let db = state.pool.get().await?;
+            queue::show_templates(&db, std::slice::from_mut(&mut notification)).await?;
+            Ok(Json(notification).into_response())
+        }
         SingleRedrive::WrongStatus(notification) if notification.recipient == ERASED_RECIPIENT => {
             Err(ApiError::conflict(format!(
                 "Notification {id} belonged to an erased recipient; it cannot be retried"

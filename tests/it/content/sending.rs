@@ -180,6 +180,26 @@ async fn data_that_cannot_render_fails_at_send_and_is_never_retried() {
         .count("SELECT count(*) FROM simulated_deliveries")
         .await;
     assert_eq!(handed, 0, "never reached the provider");
+
+    // A retry answers with the notification as GET shows it, its template included.
+    let id = created["id"].as_str().expect("id");
+    let retried = call(
+        &app,
+        Method::POST,
+        &format!("/notifications/{id}/retry"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        retried.status,
+        reqwest::StatusCode::OK,
+        "{:?}",
+        retried.body
+    );
+    assert_eq!(retried.body["status"], "PENDING");
+    let (_, shown) = app.get(id).await;
+    assert_eq!(retried.body, shown);
+    assert_eq!(shown["template"], json!({"id": "welcome", "version": 1}));
 }
 
 #[tokio::test]
