@@ -172,13 +172,37 @@ pub async fn resolve_checked(
     Ok(addresses)
 }
 
-/// The check at registration: [`check_url`], then the name's addresses.
+/// How long registration waits for a name's addresses.
+const REGISTRATION_LOOKUP: Duration = Duration::from_secs(3);
+
+/// The check at registration: [`check_url`], then the name's addresses, one refused
+/// address refusing the URL. A name that does not resolve now (no DNS where the API runs,
+/// a record not published yet, a slow resolver) is not refused: dispatch resolves and
+/// checks it again before every send. With private destinations allowed there is nothing
+/// a lookup could refuse, so none is made.
 pub async fn check_registration(url: &str, policy: DestinationPolicy) -> Result<(), String> {
     let parsed = check_url(url, policy)?;
+    if policy.allow_private {
+        return Ok(());
+    }
     if literal_host(&parsed).is_none()
         && let Some(host) = parsed.host_str()
     {
-        resolve_checked(host, policy).await?;
+        let lookup = tokio::net::lookup_host((host, 0));
+        match tokio::time::timeout(REGISTRATION_LOOKUP, lookup).await {
+            Ok(Ok(addresses)) => {
+                for address in addresses {
+                    check_address(address.ip(), policy)
+                        .map_err(|reason| format!("the host {host} resolves to {reason}"))?;
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::info!(%host, %error, "webhook host does not resolve yet; it is checked again at dispatch");
+            }
+            Err(_) => {
+                tracing::info!(%host, "webhook host lookup timed out; it is checked again at dispatch");
+            }
+        }
     }
     Ok(())
 }

@@ -159,6 +159,17 @@ async fn registration_refuses_addresses_of_this_machine_plain_http_and_unknown_t
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
     }
+    // A name that resolves to nothing now is not refused (a `.invalid` name never
+    // resolves): dispatch looks it up and checks it again before every send.
+    let (status, reply) = call(
+        &app,
+        Method::POST,
+        "/webhook-endpoints",
+        &client,
+        Some(json!({ "url": "https://hooks.invalid/hooks" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{reply}");
     let (status, reply) = call(
         &app,
         Method::GET,
