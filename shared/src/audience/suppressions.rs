@@ -179,7 +179,8 @@ pub struct Position {
     pub hash: String,
 }
 
-/// A page of the list, newest first, after `after`, optionally one channel or one address.
+/// A page of the list, newest first, after `after`, optionally of one channel, one address
+/// (on every channel unless one is named), or both.
 pub async fn page(
     db: &impl GenericClient,
     secret: &[u8],
@@ -188,10 +189,15 @@ pub async fn page(
     after: Option<&Position>,
     limit: i64,
 ) -> Result<(Vec<Entry>, Option<Position>), tokio_postgres::Error> {
-    let hash = match (channel, address) {
-        (Some(channel), Some(address)) => Some(address::hash(secret, channel, address)),
-        _ => None,
-    };
+    // The hash is keyed per channel: an address without a channel is looked for under
+    // each channel's hash.
+    let hashes: Option<Vec<String>> = address.map(|address| match channel {
+        Some(channel) => vec![address::hash(secret, channel, address)],
+        None => Channel::ALL
+            .iter()
+            .map(|channel| address::hash(secret, *channel, address))
+            .collect(),
+    });
     let (at, after_channel, after_hash) = match after {
         Some(p) => (p.created_at, p.channel.as_str(), p.hash.clone()),
         // After the end of time: the first page.
@@ -203,7 +209,7 @@ pub async fn page(
             &statement,
             &[
                 &channel,
-                &hash,
+                &hashes,
                 &at,
                 &after_channel,
                 &after_hash,

@@ -167,6 +167,7 @@ pub async fn link(
         (None, Some(address)) => {
             if problems.text("address", address, 4096)
                 && let Some(channel) = channel
+                && state.real_providers.send(channel)
             {
                 check_address(channel, address, &mut problems);
             }

@@ -327,9 +327,28 @@ async fn a_suppressed_address_is_listed_once_found_and_removed() {
     let (status, page) = get(&app, found, None).await;
     assert_eq!(status, StatusCode::OK, "{page}");
     assert_eq!(page, json!({"items": [created], "nextCursor": null}));
-    let (status, error) = get(&app, "/suppressions?address=ada@example.com", None).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(detail_fields(&error), ["address"]);
+    // Without a channel, the address is looked for on every channel. A channel the
+    // simulated provider sends takes any address, as intake takes any recipient for it.
+    let (status, on_sms) = suppress(&app, "SMS", "ada@example.com").await;
+    assert_eq!(status, StatusCode::CREATED, "{on_sms}");
+    let (status, other) = suppress(&app, "SMS", "user-42").await;
+    assert_eq!(status, StatusCode::CREATED, "{other}");
+    let (status, page) = get(&app, "/suppressions?address=ada@example.com", None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(
+        page,
+        json!({"items": [on_sms.clone(), created.clone()], "nextCursor": null})
+    );
+    let status = call(
+        &app,
+        Method::DELETE,
+        "/suppressions/SMS/ada@example.com",
+        None,
+        None,
+    )
+    .await
+    .status;
+    assert_eq!(status, StatusCode::NO_CONTENT);
 
     let remove = "/suppressions/EMAIL/ada@example.com";
     let status = call(&app, Method::DELETE, remove, None, None).await.status;
@@ -337,6 +356,47 @@ async fn a_suppressed_address_is_listed_once_found_and_removed() {
     let status = call(&app, Method::DELETE, remove, None, None).await.status;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(get(&app, found, None).await.1["items"], json!([]));
+}
+
+/// Where a real provider sends the channel, an address it could not take is refused, as
+/// intake refuses such a recipient there; the other channels take any address.
+#[tokio::test]
+async fn a_suppression_on_a_real_providers_channel_must_be_an_address_it_takes() {
+    let config = notify_shared::config::Config::from_vars(
+        [
+            ("EMAIL_PROVIDER", "ses"),
+            ("SES_FROM_ADDRESS", "sender@example.com"),
+            ("AWS_REGION", "us-east-1"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect(),
+    )
+    .expect("configuration");
+    let app = TestApp::spawn_with_keys_and_config(config).await;
+    let operator = key(&app, "ops", Scope::Operator).await;
+    for (channel, address, refused) in [
+        ("EMAIL", "not-an-address", true),
+        ("EMAIL", "ada@example.com", false),
+        ("SMS", "not-a-number", false),
+    ] {
+        let body = json!({"channel": channel, "address": address});
+        let (status, reply) = call(
+            &app,
+            Method::POST,
+            "/suppressions",
+            Some(&operator),
+            Some(&body),
+        )
+        .await
+        .pair();
+        if refused {
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+            assert_eq!(detail_fields(&reply), ["address"]);
+        } else {
+            assert_eq!(status, StatusCode::CREATED, "{body}: {reply}");
+        }
+    }
 }
 
 #[tokio::test]
