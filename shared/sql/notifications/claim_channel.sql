@@ -71,4 +71,8 @@ SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
 FROM picked WHERE n.id = picked.id
 RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
           n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
-          n.recipient_id, n.owner_key_id
+          n.recipient_id, n.owner_key_id,
+          -- How long it may still be handed to the provider, on the clock of the
+          -- statement (a transaction's now() may be older: it may have waited).
+          floor(extract(epoch FROM n.expires_at - clock_timestamp()) * 1000)::int8
+              AS expires_in_ms

@@ -128,7 +128,11 @@ borrowed AS (
     FROM picked WHERE n.id = picked.id
     RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
               n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
-              n.recipient_id, n.owner_key_id
+              n.recipient_id, n.owner_key_id,
+              -- How long it may still be handed to the provider, on the clock of the
+              -- statement (the transaction's now() is older: it waited for the channel).
+              floor(extract(epoch FROM n.expires_at - clock_timestamp()) * 1000)::int8
+                  AS expires_in_ms
 ), spent AS (
     -- Transactional work spends its own tokens; bulk work and borrowing, bulk tokens.
     SELECT taken.transactional AS own,

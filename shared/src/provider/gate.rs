@@ -3,7 +3,7 @@
 //! from bulk work, none started once the sweeper is stopping or that could outlast its
 //! claim, and each under the provider time limit.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -241,6 +241,8 @@ pub struct Holding {
 struct HoldingState {
     until: Instant,
     lost: HashSet<Uuid>,
+    /// The last moment each delivery that expires may start.
+    start_by: HashMap<Uuid, Instant>,
 }
 
 impl Holding {
@@ -250,8 +252,17 @@ impl Holding {
             state: Arc::new(Mutex::new(HoldingState {
                 until,
                 lost: HashSet::new(),
+                start_by: HashMap::new(),
             })),
         }
+    }
+
+    /// Deliveries that expire: none starts after its moment (it waited too long for a
+    /// place), so none is handed to the provider late; it goes back untried and the
+    /// expiry step marks it EXPIRED.
+    pub fn with_start_by(self, start_by: impl IntoIterator<Item = (Uuid, Instant)>) -> Self {
+        lock(&self.state).start_by.extend(start_by);
+        self
     }
 
     /// Until when the claims still held are held.
@@ -275,10 +286,13 @@ impl Holding {
     }
 
     /// Whether a call of `key` that starts now and lasts at most `timeout` ends while its
-    /// claim is still held.
+    /// claim is still held, and starts before the notification expires.
     fn allows(&self, key: Uuid, timeout: Duration) -> bool {
         let state = lock(&self.state);
-        !state.lost.contains(&key) && Instant::now() + timeout <= state.until
+        let now = Instant::now();
+        !state.lost.contains(&key)
+            && now + timeout <= state.until
+            && state.start_by.get(&key).is_none_or(|by| now < *by)
     }
 }
 

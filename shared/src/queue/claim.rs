@@ -1,7 +1,7 @@
 //! The worker's claim, the start fence before the provider call, and handing claims back.
 //! Each statement handles a whole batch in one round trip.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -39,11 +39,26 @@ pub struct Claimed {
     pub recipient_id: Option<String>,
     /// The client key that created it (`None`: an operator).
     pub owner_key_id: Option<Uuid>,
+    /// The last moment its call may start: its `expiresAt`, on this process's clock. The
+    /// database's clock is read after the claim was sent, so this is never later than the
+    /// expiry itself. `None`: it does not expire.
+    pub start_by: Option<Instant>,
 }
 
 impl Claimed {
     pub fn is_last_attempt(&self) -> bool {
         self.attempt_count >= self.max_attempts
+    }
+
+    /// Claim order: HIGH first, transactional before bulk within a priority, then the
+    /// longest due, then the oldest.
+    pub fn claim_order(&self) -> (Priority, bool, DateTime<Utc>, DateTime<Utc>) {
+        (
+            self.priority,
+            self.class != Class::Transactional,
+            self.next_attempt_at,
+            self.created_at,
+        )
     }
 }
 
@@ -88,6 +103,7 @@ pub async fn claim(
     }
     .prepare(db)
     .await?;
+    let asked = Instant::now();
     let rows = db
         .query(
             &statement,
@@ -118,11 +134,14 @@ pub async fn claim(
                 category: row.try_get("category")?,
                 recipient_id: row.try_get("recipient_id")?,
                 owner_key_id: row.try_get("owner_key_id")?,
+                start_by: row
+                    .try_get::<_, Option<i64>>("expires_in_ms")?
+                    .map(|ms| asked + Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
             })
         })
         .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
     // UPDATE ... RETURNING has no order of its own; restore the claim order.
-    claimed.sort_by_key(|c| (c.priority, c.next_attempt_at, c.created_at));
+    claimed.sort_by_key(Claimed::claim_order);
     Ok(claimed)
 }
 

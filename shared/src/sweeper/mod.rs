@@ -323,7 +323,10 @@ impl Sweeper {
             }
         };
         let held = admitted.send;
-        let holding = Holding::until(admitted.held_until);
+        let holding = Holding::until(admitted.held_until).with_start_by(
+            held.iter()
+                .filter_map(|claim| Some((claim.id, claim.start_by?))),
+        );
         outcome.deferred = admitted.deferred;
         for (id, stopped) in &admitted.stopped {
             match stopped {
@@ -462,7 +465,9 @@ impl Sweeper {
     /// simulated provider's) together on one connection, then each paced channel (sent by
     /// a real provider) in its own short transaction. (The channels claimed together may
     /// each take `bulk_places`, and each its share of `most` rounded up; what is claimed
-    /// beyond them waits for a place at the gate.)
+    /// beyond them waits for a place at the gate.) Returned in claim order across the
+    /// channels. When one channel's claim fails, the others' go back untried and the step
+    /// fails.
     async fn claim(
         &self,
         free: &[Channel],
@@ -494,12 +499,16 @@ impl Sweeper {
             )
         });
         let mut claimed = Vec::new();
+        let mut failure: Option<anyhow::Error> = None;
         for channel in futures::future::join_all(claims).await {
-            claimed.extend(channel?);
+            match channel {
+                Ok(channel_claims) => claimed.extend(channel_claims),
+                Err(error) => failure = failure.or(Some(error.into())),
+            }
         }
         for &channel in paced {
             let left = most.saturating_sub(claimed.len());
-            if left == 0 {
+            if left == 0 || failure.is_some() {
                 break;
             }
             let bulk_taken = claimed.iter().filter(|c| c.class == Class::Bulk).count();
@@ -508,7 +517,13 @@ impl Sweeper {
                 bulk: bulk.saturating_sub(as_i64(bulk_taken)).max(0),
             };
             let channel_claims =
-                queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await?;
+                match queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await {
+                    Ok(channel_claims) => channel_claims,
+                    Err(error) => {
+                        failure = Some(error.into());
+                        break;
+                    }
+                };
             // It took all it was allowed, a whole batch or a bulk notification for every
             // bulk place the lane held: tokens may be left for the next claim at once.
             let bulk_claims = channel_claims
@@ -520,6 +535,18 @@ impl Sweeper {
             self.pacing.claimed(channel, took_all);
             claimed.extend(channel_claims);
         }
+        if let Some(error) = failure {
+            // Each channel's claim committed on its own. Dropped here, what the others
+            // took would wait out its lease with an attempt spent: it goes back untried.
+            drop(db);
+            let taken: Vec<&Claimed> = claimed.iter().collect();
+            self.release(&taken).await;
+            return Err(error);
+        }
+        // One batch in claim order across its channels (HIGH first, transactional before
+        // bulk, the longest due first): the order the gate starts them and the rate limit
+        // admits them in.
+        claimed.sort_by_key(Claimed::claim_order);
         Ok(claimed)
     }
 }

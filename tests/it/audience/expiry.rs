@@ -14,9 +14,9 @@ use notify_shared::domain::SuppressionReason;
 use notify_shared::intake::recipients::parse_profile;
 use notify_shared::notification::{Channel, Status};
 use notify_shared::queue::{self, Claimed, Stopped};
-use notify_tests::doubles::{Counting, Scripted};
+use notify_tests::doubles::{Counting, Scripted, Slow};
 use notify_tests::factory::{self, Spec};
-use notify_tests::worker::{self, LEASE};
+use notify_tests::worker::{self, LEASE, worker_config};
 use notify_tests::{TestApp, TestDb};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -352,4 +352,50 @@ async fn an_insert_given_the_address_hash_looks_it_up_on_the_suppression_list() 
         .expect("events")
         .get(0);
     assert_eq!(events, 2);
+}
+
+/// A claim still waiting for a place at the gate when it expires is never called: with one
+/// place and 300 ms a call, a batch of ten that expires 1.5 s after the claim cannot all
+/// start in time. Those that would start late go back untried (attempt refunded) and the
+/// expiry step marks them EXPIRED; no call starts at or after its notification's expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_still_waiting_for_a_place_when_it_expires_is_never_called() {
+    let db = TestDb::new().await;
+    let count = 10;
+    factory::create_due_bulk(&db.pool, count).await;
+    db.execute(
+        "UPDATE notifications SET expires_at = now() + interval '1.5 seconds'",
+        &[],
+    )
+    .await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(300)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(worker_config().concurrency(1).batch_size(count))
+        .build();
+    let outcome = worker::sweep(&sweeper).await;
+    let called = provider.started() as i64;
+    assert!(0 < called && called < count, "{called} called: {outcome:?}");
+    assert_eq!(outcome.released as i64, count - called, "{outcome:?}");
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM delivery_attempts a
+             JOIN notifications n ON n.id = a.notification_id
+             WHERE a.started_at >= n.expires_at"
+        )
+        .await,
+        0,
+        "a call started late"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let conn = db.pool.get().await.expect("connection");
+    queue::expire(&conn, 1000).await.expect("expiry step");
+    assert_eq!(
+        factory::count_where(&db.pool, "status = 'SENT'").await,
+        called
+    );
+    assert_eq!(
+        factory::count_where(&db.pool, "status = 'EXPIRED' AND attempt_count = 0").await,
+        count - called
+    );
 }

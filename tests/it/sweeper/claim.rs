@@ -8,12 +8,12 @@ use std::time::Duration;
 use chrono::{TimeDelta, Utc};
 use deadpool_postgres::Pool;
 use futures::future::join_all;
-use notify_shared::notification::{Priority, Status};
+use notify_shared::notification::{Channel, Priority, Status};
 use notify_shared::queue::{self, Claimed, Disposition};
 use notify_shared::stop::StopSignal;
 use notify_shared::sweeper::SweepOutcome;
 use notify_tests::TestDb;
-use notify_tests::doubles::{CallLog, Counting};
+use notify_tests::doubles::{CallLog, Counting, Scripted};
 use notify_tests::factory::{self, Spec};
 use notify_tests::worker::{self, LEASE, simulated, worker_config};
 use tokio::sync::Barrier;
@@ -382,4 +382,82 @@ async fn the_start_fence_reads_the_clock_when_it_runs() {
         after - before >= TimeDelta::milliseconds(1900),
         "the lease was not renewed: {before} → {after}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// One step over several channels
+// ---------------------------------------------------------------------------------------
+
+/// Each channel is claimed by its own statement, but a step's batch is started in claim
+/// order across them: a HIGH SMS due after a LOW EMAIL backlog is called first, not after
+/// the EMAIL channel's whole share.
+#[tokio::test]
+async fn a_step_over_several_channels_starts_high_work_first_whatever_its_channel() {
+    let db = TestDb::new().await;
+    let mut low_email = Vec::new();
+    for _ in 0..3 {
+        low_email.push(factory::create(&db.pool, Spec::default().priority(Priority::Low)).await);
+    }
+    let high_sms = factory::create(
+        &db.pool,
+        Spec::default()
+            .priority(Priority::High)
+            .channel(Channel::Sms),
+    )
+    .await;
+    let provider = Arc::new(Scripted::delivering());
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(worker_config().concurrency(1))
+        .build();
+    let outcome = worker::sweep(&sweeper).await;
+    assert_eq!(outcome.sent, 4, "{outcome:?}");
+    let calls = provider.calls();
+    assert_eq!(calls.len(), 4);
+    assert_eq!(calls[0], high_sms.id, "HIGH first: {calls:?}");
+    assert_eq!(
+        calls[1..].iter().copied().collect::<HashSet<_>>(),
+        low_email.iter().map(|n| n.id).collect::<HashSet<_>>()
+    );
+}
+
+/// Each channel's claim commits on its own. When one of them fails, what the others
+/// claimed in that step is handed back at once with the attempt refunded, not left
+/// PROCESSING until its lease expires (with an attempt spent on a call never made).
+#[tokio::test]
+async fn when_one_channels_claim_fails_the_others_claims_go_back_untried() {
+    let db = TestDb::new().await;
+    let email = factory::create(&db.pool, Spec::default()).await;
+    let push = factory::create(&db.pool, Spec::default().channel(Channel::Push)).await;
+    let conn = db.pool.get().await.expect("connection");
+    conn.batch_execute(
+        "CREATE FUNCTION refuse_push_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.channel = 'PUSH' AND NEW.status = 'PROCESSING' THEN
+                 RAISE EXCEPTION 'push claims refused';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_push_claims BEFORE UPDATE ON notifications
+             FOR EACH ROW EXECUTE FUNCTION refuse_push_claims();",
+    )
+    .await
+    .expect("install the refusal");
+    let provider = Arc::new(Scripted::delivering());
+    let sweeper = worker::sweeper(&db.pool, provider.clone()).build();
+    let step = sweeper.sweep_once(&StopSignal::never()).await;
+    assert!(step.is_err(), "the step fails: {step:?}");
+    assert!(provider.calls().is_empty(), "nothing was called");
+    for id in [email.id, push.id] {
+        let stored = factory::load(&db.pool, id).await;
+        assert_eq!(
+            (stored.status, stored.attempt_count),
+            (Status::Pending, 0),
+            "{id}"
+        );
+    }
+
+    conn.batch_execute("DROP TRIGGER refuse_push_claims ON notifications")
+        .await
+        .expect("drop the refusal");
+    assert_eq!(worker::sweep(&sweeper).await.sent, 2);
 }
