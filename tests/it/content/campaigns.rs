@@ -110,6 +110,11 @@ async fn a_campaign_fans_out_once_per_recipient_applies_the_audience_rules_and_f
     );
     assert_eq!(done["counts"]["pending"], 0);
     assert!(done["finishedAt"].is_string());
+    // Cancelling a finished campaign has nothing left to stop: it is answered as it is.
+    let reply = call(&app, Method::DELETE, &format!("/campaigns/{id}"), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body, campaign_state(&app, &id).await);
+    assert_eq!(reply.body["status"], "DONE");
 
     let keys = app
         .db
