@@ -126,6 +126,15 @@ impl Sweeper {
         if let Err(error) = configured {
             tracing::warn!(error = %crate::telemetry::describe(&error), "could not write the channels' rates and health; the last ones written stay in force");
         }
+        // Retention deletes a notification's reservation with it: inside the window, the
+        // limit would stop counting it.
+        if config.retention.notifications < config.rate_limit.window {
+            tracing::warn!(
+                retention_seconds = config.retention.notifications.as_secs(),
+                rate_limit_window_seconds = config.rate_limit.window.as_secs(),
+                "RETENTION_SECONDS is shorter than RATE_LIMIT_WINDOW_SECONDS: a recipient can get more than the limit in one window"
+            );
+        }
         Self::from_config(pool, config, providers)
     }
 
