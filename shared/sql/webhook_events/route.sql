@@ -5,12 +5,15 @@
 -- a copy carrying the same event_id is written for each other one.
 --
 -- With no endpoint at all the row goes to the default URL when one is configured ($2).
--- Otherwise nothing is sent: the row is closed as DELIVERED with no attempt, last_error $3
--- when endpoints exist but none subscribes to the type, $4 when there is none and no
--- default URL either.
+-- Work created without a key goes to the default URL whenever one is configured: it is
+-- that work's own destination, and an endpoint registered without a key (a local runner
+-- has no keys) is served beside it, by a copy, not instead of it. Otherwise nothing is
+-- sent: the row is closed as DELIVERED with no attempt, last_error $3 when endpoints
+-- exist but none subscribes to the type, $4 when there is none and no default URL either.
 WITH batch AS (
     SELECT e.id, e.type, e.notification_id, e.status, e.attempt_count, e.body, e.occurred_at,
-           coalesce(n.owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS owner
+           coalesce(n.owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS owner,
+           $2 AND e.notification_id IS NOT NULL AND n.owner_key_id IS NULL AS to_default
     FROM webhook_events e
     LEFT JOIN notifications n ON n.id = e.notification_id
     WHERE e.routed_at IS NULL AND e.dispatch_state = 'PENDING' AND e.next_dispatch_at <= now()
@@ -39,11 +42,12 @@ copies AS (
            b.occurred_at, b.id, t.endpoint_id, now()
     FROM targets t
     JOIN batch b ON b.id = t.id
-    WHERE t.rank > 1
+    WHERE t.rank > 1 OR b.to_default
     RETURNING id
 ),
 decisions AS (
-    SELECT b.id, t.endpoint_id,
+    SELECT b.id, CASE WHEN b.to_default THEN NULL ELSE t.endpoint_id END AS endpoint_id,
+           b.to_default,
            EXISTS (SELECT 1 FROM candidates c WHERE c.id = b.id) AS has_endpoints
     FROM batch b
     LEFT JOIN targets t ON t.id = b.id AND t.rank = 1
@@ -56,7 +60,7 @@ SET endpoint_id = d.endpoint_id,
     last_error = CASE WHEN NOT d.closed THEN e.last_error
                       WHEN d.has_endpoints THEN $3 ELSE $4 END
 FROM (SELECT id, endpoint_id, has_endpoints,
-             endpoint_id IS NULL AND (has_endpoints OR NOT $2) AS closed
+             endpoint_id IS NULL AND NOT to_default AND (has_endpoints OR NOT $2) AS closed
       FROM decisions) d
 WHERE e.id = d.id
 RETURNING e.id, e.endpoint_id, d.closed, d.has_endpoints,

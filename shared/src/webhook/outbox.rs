@@ -51,7 +51,9 @@ pub struct Routed {
 }
 
 /// Routes up to `limit` new events (see the statement): each to the endpoints of the client
-/// that created it, else to the default URL when `default_configured`, else nowhere.
+/// that created it, else to the default URL when `default_configured`, else nowhere. Work
+/// created without a key goes to the default URL when configured, and to the endpoints
+/// registered without a key besides.
 pub async fn route(
     db: &impl GenericClient,
     limit: i64,

@@ -430,6 +430,44 @@ async fn a_given_up_event_is_listed_and_replayed_with_its_event_id() {
     assert_eq!(worker::drain(&drainer).await.claimed, 0, "sent once");
 }
 
+/// Work created without a key goes to `WEBHOOK_URL`, its default endpoint, even once an
+/// endpoint was registered without a key (a local runner has no keys): that endpoint gets
+/// a copy of each event type it subscribes to, and takes nothing from the default URL.
+#[tokio::test]
+async fn work_created_without_a_key_still_goes_to_the_default_url_beside_endpoints_registered_without_a_key()
+ {
+    let db = TestDb::new().await;
+    let default = Receiver::start(&[], Reply::Status(200)).await;
+    let registered = Receiver::start(&[], Reply::Status(200)).await;
+    let endpoint = endpoint_row(&db, Uuid::nil(), &registered.url).await;
+    let drainer = worker::drainer(&db.pool, &default.url, 10)
+        .destinations(OPEN)
+        .build();
+
+    let sent = owned_event(&db, None, "SENT").await;
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.delivered, 2, "{outcome:?}");
+    assert_eq!(event_ids(&default), ids(&[sent]));
+    assert_eq!(event_ids(&registered), ids(&[sent]));
+
+    // Subscribed to circuit events only: the notification's events still reach the
+    // default URL, and none is closed unsent.
+    execute(
+        &db.pool,
+        "UPDATE webhook_endpoints SET event_types = ARRAY['circuit.opened'] WHERE id = $1",
+        &[&endpoint],
+    )
+    .await;
+    let failed = owned_event(&db, None, "FAILED").await;
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!(outcome.delivered, 1, "{outcome:?}");
+    assert_eq!(event_ids(&default), ids(&[sent, failed]));
+    assert_eq!(event_ids(&registered), ids(&[sent]));
+    let row = event_row(&db.pool, failed).await;
+    assert_eq!((row.state.as_str(), row.attempts), ("DELIVERED", 1));
+    assert_eq!(row.last_error, None);
+}
+
 #[tokio::test]
 async fn without_a_default_url_events_wait_until_an_endpoint_exists_then_those_without_one_are_closed()
  {
