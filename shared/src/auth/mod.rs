@@ -185,7 +185,9 @@ impl Authenticator {
             .read()
             .map_or(true, |s| !s.keys.is_empty() || s.any_key_created);
         if keys_exist && self.open.swap(false, Ordering::AcqRel) {
-            tracing::warn!("an API key exists now: every route but /health requires one");
+            tracing::warn!(
+                "an API key exists now: every route requires one but /health, the API documents, the console page and unsubscribe links"
+            );
         }
         Ok(!keys_exist)
     }
@@ -338,8 +340,9 @@ pub async fn authenticator_for(
     if key_count(&db).await? > 0 {
         if active_key_count(&db).await? == 0 {
             tracing::warn!(
-                "every API key is revoked: every route but /health answers 401 until one is \
-                 created with `notify-local keys create --scope operator --name <name>`"
+                "every API key is revoked: every route but /health, the API documents, the \
+                 console page and unsubscribe links answers 401 until one is created with \
+                 `notify-local keys create --scope operator --name <name>`"
             );
         }
         return Ok(Authenticator::with_keys(pool.clone()));
