@@ -238,7 +238,6 @@ fn log_circuit(channel: Channel, circuit: Circuit) {
     }
 }
 
-/// Counts a disposition in the step's outcome and logs it.
 /// Counts in `outcome` what a record did: each result under its disposition, except those
 /// another sweeper took over while their calls were out, which are `lost` (that sweeper
 /// sends them again, with the same delivery key).
@@ -262,6 +261,7 @@ pub(super) fn count_recorded(
     }
 }
 
+/// Counts a disposition in the step's outcome and logs it.
 fn tally(outcome: &mut SweepOutcome, claim: &Claimed, disposition: &Disposition) {
     match disposition {
         Disposition::Sent { .. } => {
