@@ -1,6 +1,6 @@
 //! Which provider sends each channel, and the routing of a claimed batch to them: each
-//! channel's deliveries go to its provider, all channels at once, and the attempts come
-//! back in the batch's order.
+//! channel's deliveries go to its provider, all channels at once, started in the batch's
+//! order, and the attempts come back in the batch's order.
 
 use std::sync::Arc;
 
@@ -96,23 +96,23 @@ impl Provider for ChannelProviders {
                     None => Vec::new(),
                 };
             }
-            let groups: Vec<(Channel, Vec<usize>, Vec<Delivery<'a>>)> = Channel::ALL
-                .into_iter()
-                .map(|channel| {
-                    let (positions, deliveries) = batch
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, d)| d.channel == channel)
-                        .map(|(i, d)| (i, *d))
-                        .unzip();
-                    (channel, positions, deliveries)
-                })
-                .filter(
-                    |(_, positions, _): &(Channel, Vec<usize>, Vec<Delivery<'a>>)| {
-                        !positions.is_empty()
-                    },
-                )
-                .collect();
+            // Runs of consecutive deliveries of one provider, each handed to it whole. The
+            // runs are started in the batch's order and each takes its places at the gate
+            // in its own order (first come, first served), so a batch in claim order
+            // starts in claim order across providers: a HIGH SMS is not queued behind the
+            // LOW EMAIL that follows it.
+            let mut groups: Vec<(Channel, Vec<usize>, Vec<Delivery<'a>>)> = Vec::new();
+            for (position, delivery) in batch.iter().enumerate() {
+                match groups.last_mut() {
+                    Some((channel, positions, deliveries))
+                        if Arc::ptr_eq(self.of(*channel), self.of(delivery.channel)) =>
+                    {
+                        positions.push(position);
+                        deliveries.push(*delivery);
+                    }
+                    _ => groups.push((delivery.channel, vec![position], vec![*delivery])),
+                }
+            }
             let sends = groups
                 .iter()
                 .map(|(channel, _, deliveries)| self.of(*channel).send(deliveries, gate));
@@ -147,5 +147,76 @@ impl Provider for ChannelProviders {
 
     fn is_real_for(&self, channel: Channel) -> bool {
         self.of(channel).is_real()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::Class;
+    use crate::provider::{Places, ProviderOutcome};
+    use crate::stop::StopSignal;
+
+    /// Delivers everything, noting the order the calls started in (shared between
+    /// instances).
+    struct Recording(Arc<Mutex<Vec<Uuid>>>);
+
+    impl Provider for Recording {
+        fn send<'a>(
+            &'a self,
+            batch: &'a [Delivery<'a>],
+            gate: &'a Gate,
+        ) -> BoxFuture<'a, Vec<Attempt>> {
+            gate.each(batch, move |delivery| async move {
+                if let Ok(mut started) = self.0.lock() {
+                    started.push(delivery.key);
+                }
+                ProviderOutcome::delivered()
+            })
+            .boxed()
+        }
+
+        fn name(&self) -> &'static str {
+            "recording"
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_over_two_providers_starts_in_its_own_order() {
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let providers = ChannelProviders::all(Arc::new(Recording(started.clone())))
+            .with(Channel::Sms, Arc::new(Recording(started.clone())));
+        let payload = serde_json::json!({});
+        let channels = [
+            Channel::Sms,
+            Channel::Email,
+            Channel::Email,
+            Channel::Sms,
+            Channel::Push,
+            Channel::Sms,
+        ];
+        let batch: Vec<Delivery<'_>> = channels
+            .iter()
+            .map(|channel| Delivery {
+                key: Uuid::new_v4(),
+                channel: *channel,
+                class: Class::Transactional,
+                recipient: "r",
+                payload: &payload,
+                rendered: false,
+                unsubscribe_url: None,
+            })
+            .collect();
+        // One place: the calls start one at a time, in the order they queued for it.
+        let gate = Gate::new(Places::new(1), StopSignal::never(), Duration::from_secs(5));
+        let attempts = providers.send(&batch, &gate).await;
+        assert!(attempts.iter().all(|a| a.outcome().is_some()));
+        let order: Vec<Uuid> = batch.iter().map(|d| d.key).collect();
+        assert_eq!(*started.lock().expect("order"), order);
     }
 }
