@@ -83,8 +83,10 @@ WITH results AS (
 SELECT (SELECT count(*) FROM recorded) AS recorded, (SELECT count(*) FROM events) AS events,
        -- The results not recorded because another sweeper took their claims over while
        -- the calls were out (they are its work now). A result this worker recorded on an
-       -- earlier try whose answer was lost is not among them: its attempt row is there.
-       -- Looked for only when some row was not recorded.
+       -- earlier try whose answer was lost is not among them when that try committed
+       -- before this statement began: its attempt row is there (the sweeper records once
+       -- more after a retry that names any). Looked for only when some row was not
+       -- recorded.
        CASE WHEN (SELECT count(*) FROM recorded) = cardinality($1::uuid[]) THEN '{}'::uuid[]
             ELSE ARRAY(SELECT r.id FROM results r
                        WHERE NOT EXISTS (SELECT FROM recorded rec WHERE rec.id = r.id)

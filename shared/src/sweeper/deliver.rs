@@ -125,9 +125,19 @@ impl Sweeper {
     /// while this claim still holds it. Any other failure is the step's at once.
     pub(super) async fn record(&self, settled: &[Settled<'_>]) -> anyhow::Result<RecordSummary> {
         let give_up = Instant::now() + self.config.visibility_timeout;
+        let mut retried = false;
         loop {
             let (error, passes) = match self.pool.get().await {
                 Ok(db) => match queue::record(&db, &self.worker_id, settled).await {
+                    // An earlier try may have committed while this one waited for its
+                    // rows: then this statement's snapshot could not see that try's
+                    // attempt rows and names its results as taken over. Recording once
+                    // more changes nothing and reads a snapshot that does see them.
+                    Ok(summary) if retried && !summary.taken_over.is_empty() => {
+                        return Ok(queue::record(&db, &self.worker_id, settled)
+                            .await
+                            .unwrap_or(summary));
+                    }
                     Ok(summary) => return Ok(summary),
                     Err(error) => {
                         let passes = passes(&error);
@@ -141,6 +151,7 @@ impl Sweeper {
             }
             tracing::warn!(error = %crate::telemetry::describe(&error), results = settled.len(), "could not record a batch's results; retrying");
             tokio::time::sleep(RECORD_RETRY_PAUSE).await;
+            retried = true;
         }
     }
 
