@@ -17,6 +17,7 @@ const ADD: Statement = statement!("suppressions/add");
 const ADD_REPORTED: Statement = statement!("suppressions/add_reported");
 const REMOVE: Statement = statement!("suppressions/remove");
 const LIST: Statement = statement!("suppressions/list");
+const LIST_ADDRESS: Statement = statement!("suppressions/list_address");
 const DIGEST_HOURLY: Statement = statement!("suppressions/digest_hourly");
 
 /// Why an address is listed.
@@ -189,34 +190,43 @@ pub async fn page(
     after: Option<&Position>,
     limit: i64,
 ) -> Result<(Vec<Entry>, Option<Position>), tokio_postgres::Error> {
-    // The hash is keyed per channel: an address without a channel is looked for under
-    // each channel's hash.
-    let hashes: Option<Vec<String>> = address.map(|address| match channel {
-        Some(channel) => vec![address::hash(secret, channel, address)],
-        None => Channel::ALL
-            .iter()
-            .map(|channel| address::hash(secret, *channel, address))
-            .collect(),
-    });
     let (at, after_channel, after_hash) = match after {
         Some(p) => (p.created_at, p.channel.as_str(), p.hash.clone()),
         // After the end of time: the first page.
         None => (DateTime::<Utc>::MAX_UTC, "~", "~".to_string()),
     };
-    let statement = LIST.prepare(db).await?;
-    let rows = db
-        .query(
-            &statement,
-            &[
-                &channel,
-                &hashes,
-                &at,
-                &after_channel,
-                &after_hash,
-                &(limit + 1),
-            ],
-        )
-        .await?;
+    let rows = match address {
+        None => {
+            let statement = LIST.prepare(db).await?;
+            db.query(
+                &statement,
+                &[&channel, &at, &after_channel, &after_hash, &(limit + 1)],
+            )
+            .await?
+        }
+        Some(address) => {
+            // The hash is keyed per channel: an address without a channel is looked for
+            // under each channel's hash.
+            let channels = channel.map_or(Channel::ALL.to_vec(), |channel| vec![channel]);
+            let (listed_under, hashes): (Vec<&str>, Vec<String>) = channels
+                .iter()
+                .map(|channel| (channel.as_str(), address::hash(secret, *channel, address)))
+                .unzip();
+            let statement = LIST_ADDRESS.prepare(db).await?;
+            db.query(
+                &statement,
+                &[
+                    &listed_under,
+                    &hashes,
+                    &at,
+                    &after_channel,
+                    &after_hash,
+                    &(limit + 1),
+                ],
+            )
+            .await?
+        }
+    };
     let mut entries = Vec::with_capacity(rows.len());
     let mut last = None;
     for row in rows.iter().take(usize::try_from(limit).unwrap_or(0)) {
