@@ -395,12 +395,6 @@ async fn a_record_names_the_results_whose_claims_were_taken_over_but_not_its_own
         .expect("record again");
     assert_eq!(retried.recorded, 0);
     assert_eq!(retried.taken_over, [taken.id]);
-
-    // Everything recorded: nothing is looked for.
-    let none = queue::record(&conn, "first", &settled[..0])
-        .await
-        .expect("record nothing");
-    assert_eq!((none.recorded, none.taken_over.len()), (0, 0));
     assert_eq!(
         factory::load(&db.pool, taken.id).await.status,
         Status::Processing
