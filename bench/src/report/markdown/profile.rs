@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 pub fn write(w: &mut String) {
+    let _ = writeln!(w, "{HOT_PATH_NOTES}");
     let _ = writeln!(w, "{CURRENT_PROFILE_NOTES}");
     let _ = writeln!(w, "{B11_PROFILE_NOTES}");
     let _ = writeln!(w, "{B6_START_NOTES}");
@@ -14,6 +15,30 @@ pub fn write(w: &mut String) {
     let _ = writeln!(w, "{CAMPAIGN_NOTES}");
     let _ = writeln!(w, "{LANES_AND_LISTINGS_NOTES}");
 }
+
+/// What the hot-path changes after the last full run were measured with (kept with the
+/// generated figures, not regenerated).
+const HOT_PATH_NOTES: &str = "\
+## Hot-path changes after the full run (2026-12-07, 2-core Intel Xeon host)
+
+After ff87bb3 the claim returns one more column per row (how long each notification may
+still be handed to the provider), a step's batch is sorted in claim order across its
+channels, and the record statement names the results fenced out of it (looked for only
+when some row was not recorded). One run of the benchmarks these could move, at 1a45dd5
+with nothing else running:
+`notify-bench --only B2,B5,B8 --workers 1 --runs 1 --no-build --no-docs`.
+
+| | this run (1a45dd5) | full run above (ff87bb3), median (range) |
+|---|---|---|
+| B2 | 10,132 /s; 168 µs PostgreSQL CPU per notification; 1.10 × the best batch-100 floor (9,176 /s) | 10,937 /s; 156 µs; 1.13 (1.03–1.24) × floor |
+| B5 HIGH p99 | 94.6 ms | 94.3 (82.7–96.3) ms |
+| B7 | 2,233 B per notification | 2,229 B |
+
+The drain's ratio to its floor stays within the full run's range, and B7 did not move.
+A later change hands a batch over several providers out in runs of one provider; every
+benchmark sends each batch through a single provider, which is handed it whole, as
+before.
+";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
 /// figures, not regenerated).
