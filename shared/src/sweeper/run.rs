@@ -11,8 +11,12 @@ use crate::provider::BulkTickets;
 use crate::stop::StopSignal;
 use crate::wake::Wake;
 
+/// How often housekeeping is looked at beside the lanes; each of its parts runs at its
+/// own interval (see `maintain`), whoever calls it first.
+const HOUSEKEEPING_TICK: Duration = Duration::from_millis(250);
+
 /// Runs `sweep_once` on `WORKER_LANES` lanes (at most `WORKER_CONCURRENCY`, and one fewer
-/// than the pool's connections), and campaign expansion beside them, until `stop` fires; returns the sum
+/// than the pool's connections), and campaign expansion and housekeeping beside them, until `stop` fires; returns the sum
 /// of what the lanes did. Lanes overlap the round trips of several batches; the deliveries in
 /// flight are bounded by the sweeper's gate, and a lane claims only when one could start.
 /// A lane that found work goes on at once; an idle lane waits, and every lane but lane 0
@@ -47,6 +51,28 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
                     }
                 }
             }
+        })
+    };
+    // Housekeeping runs at the start of every step, and beside the lanes as well: lanes
+    // all busy with long batches would leave a dead process's expired claims (and the
+    // expiry and retention) waiting until one of them ended.
+    let housekeeper = {
+        let (sweeper, stop) = (sweeper.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut total = SweepOutcome::default();
+            while !stop.is_stopped() {
+                tokio::select! {
+                    () = tokio::time::sleep(HOUSEKEEPING_TICK) => {}
+                    () = stop.stopped() => break,
+                }
+                match sweeper.maintain().await {
+                    Ok(outcome) => total += outcome,
+                    Err(error) => {
+                        tracing::warn!(error = %crate::telemetry::describe(&error), "housekeeping failed");
+                    }
+                }
+            }
+            total
         })
     };
     // A lane needs a connection for its claim and its record (and a long batch one more
@@ -147,6 +173,9 @@ pub async fn run(sweeper: Arc<Sweeper>, mut wake: Wake, stop: StopSignal) -> Swe
         if let Ok(lane_total) = result {
             total += lane_total;
         }
+    }
+    if let Ok(housekept) = housekeeper.await {
+        total += housekept;
     }
     forwarder.abort();
     // A chunk being expanded finishes (or, cut short, rolls back and is done again).

@@ -380,6 +380,58 @@ async fn a_process_holds_what_it_can_start_soon_so_a_later_high_notification_wai
     assert!(backlog_left > 0, "the backlog was not still there");
 }
 
+/// A dead process's expired claim is recovered while every lane of the living one is busy
+/// with a long batch: housekeeping runs beside the lanes, not only when a step starts.
+/// Here the one lane is 6 s into 20 calls of 300 ms; before, the claim waited for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_claim_is_recovered_while_every_lane_is_busy_with_a_long_batch() {
+    let db = TestDb::new().await;
+    factory::create_many(&db.pool, 20, |_| Spec::default()).await;
+    let provider = Arc::new(Slow::new(Duration::from_millis(300)));
+    let sweeper = worker::sweeper(&db.pool, provider.clone())
+        .config(
+            worker_config()
+                .concurrency(1)
+                .batch_size(20)
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .build();
+    let (handle, stop) = StopSignal::new();
+    let (_keep_open, wake) = Wake::none();
+    let running = tokio::spawn(sweeper::run(Arc::new(sweeper), wake, stop));
+    provider.wait_started(1).await;
+
+    // A process that claimed one notification and died: its lease ran out at once.
+    let orphan = factory::create(&db.pool, Spec::default()).await;
+    let dead = super::claim(&db.pool, "dead", 1).await;
+    assert_eq!(dead.len(), 1, "the orphan was claimed");
+    assert_eq!(dead[0].id, orphan.id);
+    let db_conn = db.pool.get().await.expect("connection");
+    db_conn
+        .execute(
+            "UPDATE notifications SET lease_expires_at = now() - interval '1 second'
+             WHERE id = $1",
+            &[&orphan.id],
+        )
+        .await
+        .expect("expire the orphan's lease");
+    let expired = Instant::now();
+    while factory::load(&db.pool, orphan.id).await.status == Status::Processing {
+        assert!(
+            expired.elapsed() < Duration::from_secs(5),
+            "the expired claim was not recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let calls_started = provider.started();
+    handle.stop();
+    running.abort();
+    assert!(
+        calls_started < 20,
+        "recovered only after the busy lane's batch ({calls_started} calls started)"
+    );
+}
+
 /// A batch that takes longer than its lease keeps its claims. One sweeper claims 40
 /// notifications in one batch; its provider takes 200 ms a call and it has two places, so
 /// the batch takes 4 s, four of its 1 s leases (500 ms provider limit). A second sweeper
