@@ -29,7 +29,7 @@ mod webhooks;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use deadpool_postgres::Pool;
@@ -195,6 +195,7 @@ pub fn router(state: AppState, routes: Routes) -> Router {
             )
             .route("/webhook-events", get(webhooks::list_events))
             .route("/webhook-events/retry", post(webhooks::replay))
+            .route_layer(from_fn(middleware::refuse_unread_query))
             .route_layer(client);
         let operator_routes = Router::new()
             .route("/notifications/retry", post(operations::retry_bulk))
@@ -223,6 +224,7 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(campaigns::get_one).delete(campaigns::cancel),
             )
             .route("/digest", get(operations::digest))
+            .route_layer(from_fn(middleware::refuse_unread_query))
             .route_layer(operator);
         router = router
             .merge(client_routes)

@@ -6,8 +6,10 @@ use notify_shared::notification::{Channel, Priority};
 use notify_shared::queue;
 use notify_tests::app::details;
 use notify_tests::{TestApp, factory};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
+
+use super::body;
 
 #[tokio::test]
 async fn paging_rows_that_share_one_created_at_skips_and_repeats_nothing() {
@@ -190,4 +192,84 @@ async fn class_and_category_narrow_the_listing_alone_and_with_status_or_recipien
         assert_eq!(got, want(keep), "{query}");
         assert!(!got.is_empty(), "{query} matches something");
     }
+}
+
+/// A route that reads no query string refuses a parameter as a list refuses one it does
+/// not know, so `?dryRun=true` on a cancel cannot pass for obeyed; the lists, the
+/// unsubscribe link and `/health` keep theirs.
+#[tokio::test]
+async fn a_route_that_reads_no_query_refuses_a_parameter_and_does_nothing() {
+    let app = TestApp::spawn().await;
+    let (_, created) = app.create(&body("no-query")).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    for (method, path, field) in [
+        (
+            Method::DELETE,
+            format!("/notifications/{id}?dryRun=true"),
+            "dryRun",
+        ),
+        (
+            Method::GET,
+            format!("/notifications/{id}?fields=status"),
+            "fields",
+        ),
+        (
+            Method::POST,
+            "/notifications/retry?force=1".to_string(),
+            "force",
+        ),
+        (Method::GET, "/digest?since=1h&x=2".to_string(), "since"),
+    ] {
+        let reply = app.send(app.request(method.clone(), &path)).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{method} {path}: {}",
+            reply.body
+        );
+        assert_eq!(
+            details(&reply.body),
+            [(
+                field.to_string(),
+                vec![format!("property {field} should not exist")]
+            )],
+            "{method} {path}"
+        );
+    }
+    let (status, unchanged) = app.get(&id).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        unchanged["status"], "PENDING",
+        "the refused cancel did nothing"
+    );
+    // A body that would be refused is not read first: the parameter is the answer.
+    let reply = app
+        .send(
+            app.request(Method::POST, "/notifications?x=1")
+                .json(&body("no-query-post")),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    let (_, page) = app.list("").await;
+    assert_eq!(
+        page["items"].as_array().map(Vec::len),
+        Some(1),
+        "nothing created"
+    );
+
+    for path in [
+        "/notifications?limit=1",
+        "/campaigns?limit=1",
+        "/templates?limit=1",
+        "/health?probe=1",
+    ] {
+        let reply = app.send(app.request(Method::GET, path)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.body);
+    }
+    let (status, _) = app.cancel(&id).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "without the parameter the cancel goes through"
+    );
 }
