@@ -5,13 +5,17 @@
 //!
 //! - [`admit`]: the start fence, the rate limit, handing claims back.
 //! - [`budget`]: how many claims one process holds at a time.
+//! - [`claim`]: claiming a batch across the channels, paced or not.
 //! - [`deliver`]: the provider call, the dispositions, what a channel learnt.
 //! - [`lease`]: the leases of a batch kept while it is delivered.
 //! - [`maintain`]: the housekeeping between steps (expiry, recovery, retention, campaigns)
 //!   and the campaign expansion that runs beside them.
+//! - `run`: the lanes, and the housekeeping and expansion tasks beside them.
+//! - [`setup`]: making a sweeper from the configuration, or piece by piece.
 
 mod admit;
 mod budget;
+mod claim;
 mod deliver;
 pub mod function;
 mod lease;
@@ -20,6 +24,7 @@ mod outcome;
 mod pacing;
 mod render;
 mod run;
+mod setup;
 
 pub use function::SweeperFunction;
 pub use outcome::SweepOutcome;
@@ -31,21 +36,17 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 
-use crate::backoff::{Random, ThreadRandom};
-use crate::channel;
+use crate::backoff::Random;
 use crate::config::{
-    AudienceConfig, CircuitConfig, Config, RateLimitConfig, RetentionConfig, RetryPolicy,
-    WorkerConfig,
+    AudienceConfig, CircuitConfig, RateLimitConfig, RetentionConfig, RetryPolicy, WorkerConfig,
 };
 use crate::content::VersionCache;
 use crate::domain::Class;
 use crate::notification::Channel;
-use crate::provider::channels::ChannelProviders;
-use crate::provider::simulated::SimulatedProvider;
 use crate::provider::{
     Attempt, BulkTickets, Call, Gate, Holding, Places, Provider, ProviderOutcome,
 };
-use crate::queue::{self, ClaimMode, Claimed, Limit, RecordSummary, Settled, Stopped};
+use crate::queue::{Claimed, RecordSummary, Settled, Stopped};
 use crate::retention;
 use crate::stop::StopSignal;
 use budget::ClaimBudget;
@@ -90,152 +91,10 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    /// The sweeper every process runs: the configured providers, retry policy, rate
-    /// limit and circuit breaker.
-    pub fn from_config(pool: &Pool, config: &Config, providers: ChannelProviders) -> Self {
-        Sweeper::new(
-            pool.clone(),
-            Arc::new(providers),
-            Arc::new(ThreadRandom),
-            config.worker.clone(),
-            config.retry,
-        )
-        .with_rate_limit(config.rate_limit)
-        .with_circuit(config.providers.circuit)
-        .with_audience(config.audience.clone())
-        .with_retention(config.retention)
-        .with_pacing(ClaimPacing::new(
-            &config.providers.rates,
-            config.worker.batch_size,
-        ))
-    }
-
-    /// The configured providers, with each paced channel's rate written to its token
-    /// buckets (a database that cannot be reached now leaves the buckets as they were; the
-    /// claim still works from them).
-    pub async fn start(pool: &Pool, config: &Config) -> Self {
-        let providers = ChannelProviders::from_config(pool, config).await;
-        let configured = match pool.get().await {
-            Ok(db) => channel::configure_channels(&db, &config.providers.rates, |channel| {
-                providers.is_real_for(channel)
-            })
-            .await
-            .map_err(anyhow::Error::from),
-            Err(error) => Err(error.into()),
-        };
-        if let Err(error) = configured {
-            tracing::warn!(error = %crate::telemetry::describe(&error), "could not write the channels' rates and health; the last ones written stay in force");
-        }
-        // Retention deletes a notification's reservation with it: inside the window, the
-        // limit would stop counting it.
-        if config.retention.notifications < config.rate_limit.window {
-            tracing::warn!(
-                retention_seconds = config.retention.notifications.as_secs(),
-                rate_limit_window_seconds = config.rate_limit.window.as_secs(),
-                "RETENTION_SECONDS is shorter than RATE_LIMIT_WINDOW_SECONDS: a recipient can get more than the limit in one window"
-            );
-        }
-        Self::from_config(pool, config, providers)
-    }
-
-    /// Every channel on the simulated provider.
-    pub fn simulated(pool: &Pool, config: &Config) -> Self {
-        let simulated = SimulatedProvider::new(pool.clone(), config.mock, Arc::new(ThreadRandom));
-        Self::from_config(pool, config, ChannelProviders::simulated(simulated))
-    }
-
-    pub fn new(
-        pool: Pool,
-        provider: Arc<dyn Provider>,
-        random: Arc<dyn Random>,
-        config: WorkerConfig,
-        retry: RetryPolicy,
-    ) -> Self {
-        Sweeper {
-            pool,
-            provider,
-            random,
-            // Written into every claim and attempt row, so kept short: the process id and
-            // 32 random bits tell the sweepers of one deployment apart.
-            worker_id: format!(
-                "sweeper-{}-{:08x}",
-                std::process::id(),
-                uuid::Uuid::new_v4().as_u128() as u32
-            ),
-            places: Places::new(config.concurrency),
-            budget: ClaimBudget::default(),
-            config,
-            retry,
-            rate_limit: None,
-            circuit: CircuitConfig {
-                failure_ratio: 0.5,
-                min_calls: 20,
-                window: Duration::from_secs(30),
-                open_for: Duration::from_secs(30),
-            },
-            audience: AudienceConfig::development(),
-            retention: RetentionConfig::default(),
-            recovery_interval: RECOVERY_INTERVAL,
-            last_recovery: Mutex::new(None),
-            last_prune: Mutex::new(None),
-            last_expiry: Mutex::new(None),
-            prepared_at: Mutex::default(),
-            retention_pacer: retention::Pacer::default(),
-            templates: VersionCache::default(),
-            last_finish: Mutex::new(None),
-            pacing: ClaimPacing::none(),
-        }
-    }
-
-    /// Holds every recipient to the rolling-window limit (production always sets it).
-    pub fn with_rate_limit(mut self, limit: RateLimitConfig) -> Self {
-        self.rate_limit = Some(limit);
-        self
-    }
-
-    /// The thresholds of the channels' circuit breakers.
-    pub fn with_circuit(mut self, circuit: CircuitConfig) -> Self {
-        self.circuit = circuit;
-        self
-    }
-
-    /// The key of address hashes and unsubscribe links, and where the links point.
-    pub fn with_audience(mut self, audience: AudienceConfig) -> Self {
-        self.audience = audience;
-        self
-    }
-
-    /// How long finished work is kept before the retention step deletes it.
-    pub fn with_retention(mut self, retention: RetentionConfig) -> Self {
-        self.retention = retention;
-        self
-    }
-
-    /// How often this process claims each channel paced by token buckets.
-    pub fn with_pacing(mut self, pacing: ClaimPacing) -> Self {
-        self.pacing = pacing;
-        self
-    }
-
     /// When an idle lane should claim again because a lane was refused a paced channel's
     /// turn (see [`ClaimPacing::take_retry`]).
     pub(super) fn paced_retry(&self) -> Option<Instant> {
         self.pacing.take_retry()
-    }
-
-    /// Looks for expired claims on every step instead of once per interval (tests).
-    pub fn recover_on_every_step(mut self) -> Self {
-        self.recovery_interval = Duration::ZERO;
-        self
-    }
-
-    pub fn config(&self) -> &WorkerConfig {
-        &self.config
-    }
-
-    /// The most connections this sweeper's pool opens.
-    pub fn pool_size(&self) -> usize {
-        self.pool.status().max_size
     }
 
     /// Waits until a delivery could start, so a lane claims no work that would only wait
@@ -466,96 +325,5 @@ impl Sweeper {
         outcome.released += released;
         deliver::count_recorded(&mut outcome, &settled, &recorded?);
         Ok(outcome)
-    }
-
-    /// The due work of the `free` channels and of the `paced` ones whose turn this lane
-    /// took, each claimed by its own statement, at most `most` in all (at most a batch on
-    /// each channel) and at most `bulk_places` bulk notifications: the free channels (the
-    /// simulated provider's) together on one connection, then each paced channel (sent by
-    /// a real provider) in its own short transaction. (The channels claimed together may
-    /// each take `bulk_places`, and each its share of `most` rounded up; what is claimed
-    /// beyond them waits for a place at the gate.) Returned in claim order across the
-    /// channels. When one channel's claim fails, the others' go back untried and the step
-    /// fails.
-    async fn claim(
-        &self,
-        free: &[Channel],
-        paced: &[Channel],
-        most: usize,
-        bulk_places: usize,
-    ) -> anyhow::Result<Vec<Claimed>> {
-        let mut db = self.connection().await?;
-        let (batch, lease) = (self.config.batch_size, self.config.visibility_timeout);
-        let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        let bulk = as_i64(bulk_places);
-        let each_free = if most < self.batch_places() {
-            most.div_ceil(free.len().max(1))
-        } else {
-            most
-        };
-        let limit = Limit {
-            total: batch.min(as_i64(each_free)),
-            bulk,
-        };
-        let claims = free.iter().map(|channel| {
-            queue::claim(
-                &db,
-                *channel,
-                ClaimMode::Free,
-                &self.worker_id,
-                limit,
-                lease,
-            )
-        });
-        let mut claimed = Vec::new();
-        let mut failure: Option<anyhow::Error> = None;
-        for channel in futures::future::join_all(claims).await {
-            match channel {
-                Ok(channel_claims) => claimed.extend(channel_claims),
-                Err(error) => failure = failure.or(Some(error.into())),
-            }
-        }
-        for &channel in paced {
-            let left = most.saturating_sub(claimed.len());
-            if left == 0 || failure.is_some() {
-                break;
-            }
-            let bulk_taken = claimed.iter().filter(|c| c.class == Class::Bulk).count();
-            let limit = Limit {
-                total: batch.min(as_i64(left)),
-                bulk: bulk.saturating_sub(as_i64(bulk_taken)).max(0),
-            };
-            let channel_claims =
-                match queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await {
-                    Ok(channel_claims) => channel_claims,
-                    Err(error) => {
-                        failure = Some(error.into());
-                        break;
-                    }
-                };
-            // It took all it was allowed, a whole batch or a bulk notification for every
-            // bulk place the lane held: tokens may be left for the next claim at once.
-            let bulk_claims = channel_claims
-                .iter()
-                .filter(|c| c.class == Class::Bulk)
-                .count();
-            let took_all = channel_claims.len() as i64 >= limit.total
-                || (limit.bulk > 0 && bulk_claims as i64 >= limit.bulk);
-            self.pacing.claimed(channel, took_all);
-            claimed.extend(channel_claims);
-        }
-        if let Some(error) = failure {
-            // Each channel's claim committed on its own. Dropped here, what the others
-            // took would wait out its lease with an attempt spent: it goes back untried.
-            drop(db);
-            let taken: Vec<&Claimed> = claimed.iter().collect();
-            self.release(&taken).await;
-            return Err(error);
-        }
-        // One batch in claim order across its channels (HIGH first, transactional before
-        // bulk, the longest due first): the order the gate starts them and the rate limit
-        // admits them in.
-        claimed.sort_by_key(Claimed::claim_order);
-        Ok(claimed)
     }
 }
