@@ -12,6 +12,10 @@ use crate::problems::Problems;
 const FUEL: u64 = 200_000;
 /// Characters of one field's template source.
 const SOURCE_MAX: usize = 100_000;
+/// The longest email subject (RFC 5322's line limit), as for a literal payload.
+const SUBJECT_MAX: usize = 998;
+/// Push data as JSON, as for a literal payload.
+const PUSH_DATA_MAX_BYTES: usize = 4096;
 
 /// A field that did not render: `locales.<locale>.<field>` and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,13 +75,17 @@ pub fn check_body(channel: Channel, locale: &str, body: &Value, problems: &mut P
             problems.unknown(&path);
             continue;
         }
+        let push_data = channel == Channel::Push && field == "data";
         match source {
-            Value::String(text) if !text.is_empty() && text.chars().count() <= SOURCE_MAX => {}
-            Value::Object(members) if channel == Channel::Push && field == "data" => {
+            Value::Object(members) if push_data => {
                 if !members.values().all(Value::is_string) {
                     problems.add(&path, format!("{path} must be an object of string values"));
                 }
             }
+            _ if push_data => {
+                problems.add(&path, format!("{path} must be an object of string values"));
+            }
+            Value::String(text) if !text.is_empty() && text.chars().count() <= SOURCE_MAX => {}
             _ => problems.add(
                 &path,
                 format!("{path} must be a string of 1 to {SOURCE_MAX} characters"),
@@ -170,6 +178,23 @@ impl Compiled {
     /// the payload a provider is handed. Every field that fails is named.
     pub fn render(
         &self,
+        channel: Channel,
+        locale: &str,
+        body: &Map<String, Value>,
+        data: &Value,
+    ) -> Result<Map<String, Value>, RenderErrors> {
+        let rendered = self.render_fields(locale, body, data)?;
+        let errors = check_rendered(channel, locale, &rendered);
+        if errors.is_empty() {
+            Ok(rendered)
+        } else {
+            Err(RenderErrors(errors))
+        }
+    }
+
+    /// [`Compiled::render`] without the check of what its channel's provider takes.
+    fn render_fields(
+        &self,
         locale: &str,
         body: &Map<String, Value>,
         data: &Value,
@@ -220,6 +245,7 @@ impl Compiled {
 /// first: what publish checks. Every field that does not parse, and every other field
 /// that does not render, is named.
 pub fn render(
+    channel: Channel,
     locale: &str,
     body: &Map<String, Value>,
     data: &Value,
@@ -237,7 +263,13 @@ pub fn render(
         })
         .map(|(field, source)| (field.clone(), source.clone()))
         .collect();
-    match compiled.render(locale, &parsed, data) {
+    // With fields that did not parse, the rest is not whole: only their rendering counts.
+    let rendered = if errors.is_empty() {
+        compiled.render(channel, locale, &parsed, data)
+    } else {
+        compiled.render_fields(locale, &parsed, data)
+    };
+    match rendered {
         Ok(rendered) if errors.is_empty() => Ok(rendered),
         Ok(_) => Err(RenderErrors(errors)),
         Err(RenderErrors(more)) => {
@@ -245,6 +277,89 @@ pub fn render(
             Err(RenderErrors(errors))
         }
     }
+}
+
+/// What a rendering must be for its channel's provider to take it (delivery.md's rules
+/// for a literal payload): no NUL anywhere (PostgreSQL cannot store it, and no provider
+/// takes it), an email subject of 1 to 998 characters on one line and a body that is not
+/// empty, a push title or body that is not empty and push data of at most 4 KiB. Checked
+/// on every rendering, so publish refuses what the sample data makes of a template and a
+/// send fails at once (never retried) on what a notification's data makes of it.
+fn check_rendered(
+    channel: Channel,
+    locale: &str,
+    rendered: &Map<String, Value>,
+) -> Vec<RenderError> {
+    let mut errors = Vec::new();
+    let mut fail = |field: &str, message: String| {
+        errors.push(RenderError {
+            field: format!("locales.{locale}.{field}"),
+            message,
+        })
+    };
+    let text = |field: &str| rendered.get(field).and_then(Value::as_str);
+    let filled = |field: &str| text(field).is_some_and(|text| !text.trim().is_empty());
+    for (field, value) in rendered {
+        let has_nul = match value {
+            Value::String(text) => text.contains('\0'),
+            other => other.to_string().contains("\\u0000"),
+        };
+        if has_nul {
+            fail(
+                field,
+                "renders a NUL (\\u0000) character, which no provider takes".to_string(),
+            );
+        }
+    }
+    match channel {
+        Channel::Email => {
+            if let Some(subject) = text("subject") {
+                let characters = subject.chars().count();
+                if !(1..=SUBJECT_MAX).contains(&characters) {
+                    fail(
+                        "subject",
+                        format!(
+                            "renders to {characters} characters; a subject is 1 to {SUBJECT_MAX}"
+                        ),
+                    );
+                } else if subject.contains(['\r', '\n']) {
+                    fail("subject", "renders to more than one line".to_string());
+                }
+            }
+            if !filled("text") && !filled("html") {
+                let field = if rendered.contains_key("text") {
+                    "text"
+                } else {
+                    "html"
+                };
+                fail(field, "text and html render empty".to_string());
+            }
+        }
+        Channel::Push => {
+            if !filled("title") && !filled("body") {
+                let field = if rendered.contains_key("body") {
+                    "body"
+                } else {
+                    "title"
+                };
+                fail(field, "title and body render empty".to_string());
+            }
+            if let Some(data) = rendered.get("data") {
+                let bytes = data.to_string().len();
+                if bytes > PUSH_DATA_MAX_BYTES {
+                    fail(
+                        "data",
+                        format!(
+                            "renders to {bytes} bytes of JSON; push data is at most {PUSH_DATA_MAX_BYTES}"
+                        ),
+                    );
+                }
+            }
+        }
+        // Its length and segments are measured at publish, against SMS_MAX_SEGMENTS.
+        Channel::Sms => {}
+    }
+    errors
 }
 
 fn environment() -> Environment<'static> {
@@ -286,6 +401,7 @@ mod tests {
     #[test]
     fn html_is_escaped_and_text_is_not() {
         let rendered = render(
+            Channel::Email,
             "en",
             &body(json!({"subject": "Hi {{ name }}", "text": "Hi {{ name }}", "html": "<p>Hi {{ name }}</p>"})),
             &json!({"name": "<script>alert(1)</script>"}),
@@ -302,6 +418,7 @@ mod tests {
     #[test]
     fn an_undefined_variable_fails_and_names_its_field() {
         let error = render(
+            Channel::Email,
             "pt-BR",
             &body(json!({"text": "ok", "html": "<p>{{ user.name }}</p>"})),
             &json!({"user": {}}),
@@ -309,13 +426,97 @@ mod tests {
         .expect_err("strict");
         assert_eq!(fields_of(&error), ["locales.pt-BR.html"]);
         assert!(error.0[0].message.contains("undefined"), "{error}");
-        let error =
-            render("en", &body(json!({"text": "{{ missing }}"})), &json!({})).expect_err("strict");
+        let error = render(
+            Channel::Sms,
+            "en",
+            &body(json!({"text": "{{ missing }}"})),
+            &json!({}),
+        )
+        .expect_err("strict");
         assert_eq!(fields_of(&error), ["locales.en.text"]);
         // A syntax error is caught the same way.
-        let error =
-            render("en", &body(json!({"text": "{% if %}"})), &json!({})).expect_err("syntax");
+        let error = render(
+            Channel::Sms,
+            "en",
+            &body(json!({"text": "{% if %}"})),
+            &json!({}),
+        )
+        .expect_err("syntax");
         assert_eq!(fields_of(&error), ["locales.en.text"]);
+    }
+
+    /// What the provider could not take fails the rendering, naming the field: at publish
+    /// with the sample data, at send (FAILED, never retried) with the notification's.
+    #[test]
+    fn a_rendering_its_provider_could_not_take_fails_and_names_the_field() {
+        let fails = |channel, source: Value, data: Value| -> Vec<String> {
+            render(channel, "en", &body(source), &data)
+                .expect_err("refused")
+                .0
+                .into_iter()
+                .map(|error| format!("{}: {}", error.field, error.message))
+                .collect()
+        };
+        assert_eq!(
+            fails(
+                Channel::Sms,
+                json!({"text": "{{ x }}y"}),
+                json!({"x": "\u{0}"})
+            ),
+            ["locales.en.text: renders a NUL (\\u0000) character, which no provider takes"]
+        );
+        assert_eq!(
+            fails(
+                Channel::Push,
+                json!({"title": "t", "data": {"k": "{{ x }}"}}),
+                json!({"x": "\u{0}"})
+            ),
+            ["locales.en.data: renders a NUL (\\u0000) character, which no provider takes"]
+        );
+        assert_eq!(
+            fails(
+                Channel::Email,
+                json!({"subject": "{{ s }}", "text": "t"}),
+                json!({"s": "x".repeat(999)})
+            ),
+            ["locales.en.subject: renders to 999 characters; a subject is 1 to 998"]
+        );
+        assert_eq!(
+            fails(
+                Channel::Email,
+                json!({"subject": "{{ s }}", "text": "t"}),
+                json!({"s": "a\nb"})
+            ),
+            ["locales.en.subject: renders to more than one line"]
+        );
+        assert_eq!(
+            fails(
+                Channel::Email,
+                json!({"subject": "s", "text": "{{ t }}", "html": "{{ t }}"}),
+                json!({"t": " "})
+            ),
+            ["locales.en.text: text and html render empty"]
+        );
+        assert_eq!(
+            fails(Channel::Push, json!({"body": "{{ b }}"}), json!({"b": ""})),
+            ["locales.en.body: title and body render empty"]
+        );
+        assert_eq!(
+            fails(
+                Channel::Push,
+                json!({"title": "t", "data": {"k": "{{ v }}"}}),
+                json!({"v": "x".repeat(4090)})
+            ),
+            ["locales.en.data: renders to 4098 bytes of JSON; push data is at most 4096"]
+        );
+        // At the limits, and with one of two bodies empty, it renders.
+        let rendered = render(
+            Channel::Email,
+            "en",
+            &body(json!({"subject": "{{ s }}", "text": "", "html": "<p>hi</p>"})),
+            &json!({"s": "x".repeat(998)}),
+        );
+        assert!(rendered.is_ok(), "{rendered:?}");
     }
 
     fn fields_of(errors: &RenderErrors) -> Vec<&str> {
@@ -325,6 +526,7 @@ mod tests {
     #[test]
     fn every_failing_field_is_named_at_once_syntax_and_undefined_alike() {
         let error = render(
+            Channel::Email,
             "en",
             &body(json!({
                 "subject": "{{ nam }}",
@@ -352,7 +554,13 @@ mod tests {
             "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
         ] {
             assert!(
-                render("en", &body(json!({"text": source})), &json!({})).is_err(),
+                render(
+                    Channel::Sms,
+                    "en",
+                    &body(json!({"text": source})),
+                    &json!({})
+                )
+                .is_err(),
                 "{source}"
             );
         }
@@ -361,6 +569,7 @@ mod tests {
     #[test]
     fn push_data_values_are_templates() {
         let rendered = render(
+            Channel::Push,
             "en",
             &body(json!({"title": "T", "data": {"order": "{{ id }}"}})),
             &json!({"id": 42}),
@@ -379,6 +588,13 @@ mod tests {
             &mut problems,
         );
         check_body(Channel::Sms, "fr", &json!({"text": 5}), &mut problems);
+        // Push data is an object of templates, never one template.
+        check_body(
+            Channel::Push,
+            "de",
+            &json!({"title": "t", "data": "{{ x }}"}),
+            &mut problems,
+        );
         let fields: Vec<String> = problems
             .into_errors()
             .into_iter()
@@ -386,7 +602,12 @@ mod tests {
             .collect();
         assert_eq!(
             fields,
-            ["locales.en.title", "locales.en.subject", "locales.fr.text"]
+            [
+                "locales.en.title",
+                "locales.en.subject",
+                "locales.fr.text",
+                "locales.de.data"
+            ]
         );
     }
 }

@@ -103,7 +103,7 @@ impl Version {
                 message: format!("version {} has no locale {locale}", self.version),
             })?;
         match self.compiled.get_or_init(|| engine::compile(&self.locales)) {
-            Ok(compiled) => compiled.render(locale, body, data),
+            Ok(compiled) => compiled.render(self.channel, locale, body, data),
             Err(error) => Err(error.clone()),
         }
     }

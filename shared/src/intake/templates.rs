@@ -274,7 +274,7 @@ fn validate_version(body: &Value, sms_max_segments: u32) -> Result<NewVersion, A
         let Some(body) = body.as_object() else {
             continue;
         };
-        match engine::render(tag, body, &sample_data) {
+        match engine::render(channel, tag, body, &sample_data) {
             Ok(rendered) if channel == Channel::Sms => {
                 let text = rendered.get("text").and_then(Value::as_str).unwrap_or("");
                 let cost = sms::measure(text);

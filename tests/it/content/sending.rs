@@ -202,6 +202,86 @@ async fn data_that_cannot_render_fails_at_send_and_is_never_retried() {
     assert_eq!(shown["template"], json!({"id": "welcome", "version": 1}));
 }
 
+/// A rendering with a NUL in it is what no provider takes and PostgreSQL cannot store: it
+/// is refused at publish (400 naming the field) and, from a notification's data, fails at
+/// send on the first attempt without reaching the provider. Before, publish took it and
+/// each attempt failed in the simulated provider's own statement as a temporary error,
+/// retried until dead-lettered.
+#[tokio::test]
+async fn a_rendering_with_a_nul_is_refused_at_publish_and_fails_at_send_untried() {
+    let app = TestApp::spawn().await;
+    let nul_in_source = json!({"channel": "SMS", "defaultLocale": "en", "sampleData": {},
+                               "locales": {"en": {"text": "{{ \"\\u0000\" }}x"}}});
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/nul/versions",
+        Some(&nul_in_source),
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(
+        detail_fields(&reply.body),
+        ["locales.en.text"],
+        "{}",
+        reply.body
+    );
+
+    publish(
+        &app,
+        "code",
+        &json!({"channel": "SMS", "defaultLocale": "en", "sampleData": {"code": "1234"},
+                "locales": {"en": {"text": "Your code is {{ code }}"}}}),
+    )
+    .await;
+    let preview = call(
+        &app,
+        Method::POST,
+        "/templates/code/preview",
+        Some(&json!({"locale": "en", "data": {"code": "12\u{0}34"}})),
+    )
+    .await;
+    assert_eq!(preview.status, 400, "{}", preview.body);
+    assert_eq!(
+        detail_fields(&preview.body),
+        ["data"],
+        "data never holds a NUL"
+    );
+
+    // The data itself may not hold a NUL, so it comes from a template's own logic: a
+    // character code the data names.
+    publish(
+        &app,
+        "coded",
+        &json!({"channel": "SMS", "defaultLocale": "en", "sampleData": {"c": 65},
+                "locales": {"en": {"text": "{{ \"%c\"|format(c) }}"}}}),
+    )
+    .await;
+    let mut request = templated("nul-at-send", json!({"id": "coded", "data": {"c": 0}}));
+    request["recipient"] = json!("+14155550100");
+    request["channel"] = json!("SMS");
+    let (status, created) = app.create(&request).await;
+    assert_eq!(status, 201, "{created}");
+    make_due(&app).await;
+    let outcome = app
+        .sweep_until_idle(Arc::new(worker::simulated(app.pool().clone())))
+        .await;
+    assert_eq!(outcome.failed, 1, "{outcome:?}");
+    let (_, failed) = app.get(created["id"].as_str().expect("id")).await;
+    assert_eq!(failed["status"], "FAILED");
+    assert_eq!(failed["attemptCount"], 1);
+    let error = failed["lastError"].as_str().expect("error");
+    assert!(
+        error.contains("locales.en.text") && error.contains("NUL"),
+        "{error}"
+    );
+    let handed: i64 = app
+        .db
+        .count("SELECT count(*) FROM simulated_deliveries")
+        .await;
+    assert_eq!(handed, 0, "never reached the provider");
+}
+
 #[tokio::test]
 async fn a_template_request_is_checked_at_enqueue() {
     let app = TestApp::spawn().await;
