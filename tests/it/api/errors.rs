@@ -323,3 +323,38 @@ async fn a_send_at_offset_without_a_colon_is_refused() {
         );
     }
 }
+
+/// `delaySeconds` out of range says so, however large the number is written; only what
+/// is not a whole number is "not an integer".
+#[tokio::test]
+async fn delay_seconds_out_of_range_says_so_however_large() {
+    let app = TestApp::spawn().await;
+    let range = "delaySeconds must be between 1 and 31536000";
+    let integer = "delaySeconds must be an integer";
+    for (delay, expected) in [
+        ("0", range),
+        ("31536001", range),
+        ("99999999999999999999999", range),
+        ("1e30", range),
+        ("-1e30", range),
+        ("1.5", integer),
+        ("\"60\"", integer),
+    ] {
+        let text = format!(
+            r#"{{"recipient":"a@example.com","channel":"EMAIL","priority":"NORMAL","idempotencyKey":"d","payload":{{}},"delaySeconds":{delay}}}"#
+        );
+        let reply = app
+            .send(
+                app.request(Method::POST, "/notifications")
+                    .header("content-type", "application/json")
+                    .body(text),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{delay}");
+        assert_eq!(
+            details(&reply.body),
+            [("delaySeconds".to_string(), vec![expected.to_string()])],
+            "{delay}"
+        );
+    }
+}

@@ -196,14 +196,15 @@ pub fn validate_create_for(
                 let seconds = seconds as i32;
                 (Some(Due::AfterSeconds(seconds)), None, Some(seconds))
             }
-            Some(_) => {
+            // Out of range, as is a whole number too large to hold exactly (1e23).
+            _ if delay.as_f64().is_some_and(|f| f.fract() == 0.0) => {
                 problems.add(
                     "delaySeconds",
                     format!("delaySeconds must be between 1 and {DELAY_SECONDS_MAX}"),
                 );
                 (None, None, None)
             }
-            None => {
+            _ => {
                 problems.add("delaySeconds", "delaySeconds must be an integer");
                 (None, None, None)
             }
