@@ -42,7 +42,8 @@ before.
 Housekeeping (the expiry, the recovery of expired claims, retention and campaign
 completion) now also runs on a task of its own beside the lanes, four times a second,
 whoever reaches each part first; before, it ran only when a lane started a step. The
-builds before (fdec524) and after (2c0fd68) alternated on the idle host, one run each:
+builds before (fdec524) and after (2c0fd68) alternated on an idle 2-core AMD EPYC host,
+one run each:
 `notify-bench --only B4 --runs 1 --no-build --no-docs`, five runs each, p99 17.2–35.0 ms
 (median 19.9) before and 15.7–28.0 ms (median 21.2) after, p50 medians 5.96 and 6.01 ms;
 `--only B2 --workers 1`, four runs each, 9,051–10,166 /s (mean 9,692) at 171–191 µs
@@ -54,7 +55,7 @@ listings of `notifications` built oldest first, alternated with 9320e0d as it is
 runs each of `--only B1,B2,B7 --workers 1 --runs 1`): B7 2,297 and 2,309 B against 2,227
 and 2,231 B (primary key 61–62 B against 49–51 B, `notifications_list_all` 79–80 B
 against 66 B), B1 39,184 and 41,582 /s against 42,663 and 42,459 /s. The ids stay random
-(see "Time-ordered ids, tried and left out" below for why).
+(see \"Time-ordered ids, tried and left out\" below for why).
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
