@@ -20,7 +20,9 @@ use super::error::ApiError;
 use super::fingerprint;
 use super::handlers::parse_id;
 use super::times::parse_iso;
-use super::validation::{IDEMPOTENCY_KEY_MAX, SEND_AT_HORIZON_DAYS, is_recipient_id, template_use};
+use super::validation::{
+    IDEMPOTENCY_KEY_MAX, SEND_AT_HORIZON_DAYS, is_recipient_id, template_use, to_milliseconds,
+};
 use crate::audience::profiles;
 use crate::auth::Caller;
 use crate::content::campaigns::{self, Campaign, NewCampaign, RECIPIENT_IDS_MAX, Submitted};
@@ -249,7 +251,7 @@ fn validate(body: &Value) -> Result<Submission, ApiError> {
     };
     let send_at = match object.get("sendAt") {
         None => Some(None),
-        Some(Value::String(text)) => match parse_iso("sendAt", text) {
+        Some(Value::String(text)) => match parse_iso("sendAt", text).map(to_milliseconds) {
             // The horizon of a single notification holds for a campaign's too.
             Ok(at) if at - Utc::now() > chrono::TimeDelta::days(SEND_AT_HORIZON_DAYS) => {
                 problems.add(

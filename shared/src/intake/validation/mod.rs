@@ -5,7 +5,7 @@ mod message;
 mod timing;
 
 pub use message::template_use;
-pub use timing::{SEND_AT_HORIZON_DAYS, TTL_SECONDS_MAX};
+pub use timing::{SEND_AT_HORIZON_DAYS, TTL_SECONDS_MAX, to_milliseconds};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -437,6 +437,18 @@ mod tests {
             validate_create(&body, now()).is_ok(),
             "the past means due now"
         );
+    }
+
+    #[test]
+    fn a_send_at_below_the_millisecond_is_the_send_at_it_is_shown_as() {
+        let mut body = valid();
+        body.as_object_mut().expect("object").remove("delaySeconds");
+        body["sendAt"] = json!("2026-09-24T08:30:00.0001Z");
+        let fine = validate_create(&body, now()).expect("valid");
+        body["sendAt"] = json!("2026-09-24T08:30:00Z");
+        let whole = validate_create(&body, now()).expect("valid");
+        assert_eq!(fine.fingerprint(), whole.fingerprint());
+        assert_eq!(fine.send_at, whole.send_at);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! When a notification is due and when it expires: `sendAt` (bounded to a year ahead), and
 //! `expiresAt` or `ttlSeconds`.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::Value;
 
 use crate::intake::times::parse_iso;
@@ -71,9 +71,16 @@ pub(super) fn parse_send_at(value: &Value, now: DateTime<Utc>) -> Result<DateTim
     let Some(text) = value.as_str() else {
         return Err("sendAt must be a valid ISO 8601 date-time".into());
     };
-    let at = parse_iso("sendAt", text)?;
+    let at = to_milliseconds(parse_iso("sendAt", text)?);
     if at - now > TimeDelta::days(SEND_AT_HORIZON_DAYS) {
         return Err("sendAt must be within 365 days from now".into());
     }
     Ok(at)
+}
+
+/// `at` to the millisecond, the precision every time is shown with: a `sendAt` given to the
+/// microsecond is stored as it is shown, and replayed as `…00.000Z` or `…00Z` it is the
+/// same request.
+pub fn to_milliseconds(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.duration_trunc(TimeDelta::milliseconds(1)).unwrap_or(at)
 }
