@@ -18,9 +18,12 @@ const LOCK_CAMPAIGNS: Statement = statement!("campaigns/lock_expanding");
 const ERASE: Statement = statement!("recipients/erase");
 const FORGET_DELIVERIES: Statement = statement!("recipients/forget_deliveries");
 
-/// What an erasure removed; `None` when nothing was kept under the id.
+/// What an erasure removed. All zero when nothing was kept under the id: the erasure
+/// holds all the same (nothing is kept), so the caller need not know whether it ran before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Erased {
+    pub profiles: u64,
+    pub preferences: u64,
     pub notifications: u64,
 }
 
@@ -29,7 +32,7 @@ pub async fn erase(
     secret: &[u8],
     owner: Uuid,
     id: &str,
-) -> Result<Option<Erased>, tokio_postgres::Error> {
+) -> Result<Erased, tokio_postgres::Error> {
     let tx = db.transaction().await?;
     let lock = LOCK.prepare(&tx).await?;
     // Without a profile there are no addresses to forget, but there may still be what
@@ -80,6 +83,8 @@ pub async fn erase(
         Ok(u64::try_from(row.try_get::<_, i64>(column)?).unwrap_or(0))
     };
     let erased = Erased {
+        profiles: count("profiles")?,
+        preferences: count("preferences")?,
         notifications: count("notifications")?,
     };
     // A statement of its own, seeing what committed while the erasure ran: a delivery in
@@ -87,7 +92,6 @@ pub async fn erase(
     let ids: Vec<Uuid> = row.try_get("ids")?;
     let forget = FORGET_DELIVERIES.prepare(&tx).await?;
     tx.execute(&forget, &[&ids]).await?;
-    let found = count("profiles")? + count("preferences")? + erased.notifications > 0;
     tx.commit().await?;
-    Ok(found.then_some(erased))
+    Ok(erased)
 }

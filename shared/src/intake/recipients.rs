@@ -54,7 +54,8 @@ pub async fn get_one(
 }
 
 /// `DELETE /recipients/{recipientId}`: erasure. 204 once nothing keeps the person's
-/// addresses (see [`erasure`]), 404 when nothing was kept under the id.
+/// addresses (see [`erasure`]), whether or not anything was kept under the id: an erasure
+/// repeated, or asked for a person never stored, holds as well as the first.
 pub async fn erase(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -63,17 +64,15 @@ pub async fn erase(
     let id = recipient_id(&id)?;
     let mut db = state.pool.get().await?;
     let owner = profile_owner(&db, &caller, &id).await?;
-    match erasure::erase(&mut db, &state.audience.secret, owner, &id).await? {
-        Some(erased) => {
-            tracing::info!(
-                recipient_id = %id,
-                notifications = erased.notifications,
-                "recipient erased"
-            );
-            Ok(StatusCode::NO_CONTENT.into_response())
-        }
-        None => Err(not_found(&id)),
-    }
+    let erased = erasure::erase(&mut db, &state.audience.secret, owner, &id).await?;
+    tracing::info!(
+        recipient_id = %id,
+        profiles = erased.profiles,
+        preferences = erased.preferences,
+        notifications = erased.notifications,
+        "recipient erased"
+    );
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /recipients/{recipientId}/preferences`.
