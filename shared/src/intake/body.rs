@@ -16,13 +16,12 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-/// Reads the body as JSON. `Ok(None)` for a body of zero bytes (the caller decides if
-/// that is allowed); anything else must be JSON with a JSON content type.
-pub async fn read_json(
+/// Reads the body whole, at most `limit` bytes (413 beyond, whether declared or not).
+pub async fn read_bytes(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> Result<Option<Value>, ApiError> {
+) -> Result<axum::body::Bytes, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -30,7 +29,7 @@ pub async fn read_json(
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large(limit));
     }
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|error| {
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
         let mut source: Option<&(dyn std::error::Error + 'static)> =
             std::error::Error::source(&error);
         let mut length_limited = false;
@@ -43,7 +42,17 @@ pub async fn read_json(
         } else {
             ApiError::bad_request("Request body could not be read")
         }
-    })?;
+    })
+}
+
+/// Reads the body as JSON. `Ok(None)` for a body of zero bytes (the caller decides if
+/// that is allowed); anything else must be JSON with a JSON content type.
+pub async fn read_json(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Option<Value>, ApiError> {
+    let bytes = read_bytes(headers, body, limit).await?;
     if bytes.is_empty() {
         return Ok(None);
     }

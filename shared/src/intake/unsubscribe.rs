@@ -12,7 +12,7 @@ use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::body::{BODY_LIMIT, read_json};
+use super::body::{BODY_LIMIT, read_bytes, read_json};
 use super::error::ApiError;
 use super::suppressions::check_address;
 use super::validation::{is_category, is_recipient_id};
@@ -24,14 +24,17 @@ use crate::domain::names;
 use crate::notification::Channel;
 use crate::problems::Problems;
 
-/// A one-click body is 26 bytes; mail clients may send it as multipart.
-const FORM_LIMIT: usize = 4096;
 /// The pages allow their own inline style and posting back to themselves, nothing else.
 const PAGE_CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'";
 
-/// `GET /unsubscribe/{token}`: the confirmation page. Changes nothing.
-pub async fn confirm_page(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+/// `GET /unsubscribe/{token}`: the confirmation page. Changes nothing. A forged token is
+/// refused with a page for a browser, and with the error envelope for any other client.
+pub async fn confirm_page(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     match Unsubscribe::verify(&token, &state.audience.secret) {
         Some(unsubscribe) => page(
             StatusCode::OK,
@@ -44,7 +47,8 @@ pub async fn confirm_page(State(state): State<AppState>, Path(token): Path<Strin
                 channel_word(unsubscribe.channel)
             ),
         ),
-        None => forged_page(),
+        None if wants_html(&headers) => forged_page(),
+        None => forged().into_response(),
     }
 }
 
@@ -58,14 +62,9 @@ pub async fn one_click(
     body: Body,
 ) -> Result<Response, ApiError> {
     let Some(unsubscribe) = Unsubscribe::verify(&token, &state.audience.secret) else {
-        return Err(ApiError::field(
-            "token",
-            "This unsubscribe link is not valid: it was altered or not issued here",
-        ));
+        return Err(forged());
     };
-    let bytes = axum::body::to_bytes(body, FORM_LIMIT)
-        .await
-        .map_err(|_| ApiError::bad_request("The body must be List-Unsubscribe=One-Click"))?;
+    let bytes = read_bytes(&headers, body, BODY_LIMIT).await?;
     if !is_one_click(&headers, &bytes) {
         return Err(ApiError::bad_request(
             "The body must be List-Unsubscribe=One-Click (application/x-www-form-urlencoded)",
@@ -232,6 +231,14 @@ fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
             .iter()
             .any(|(k, v)| k == "List-Unsubscribe" && v == "One-Click")
     })
+}
+
+/// The refusal of a token that does not verify: 400 naming the token, nothing stored.
+fn forged() -> ApiError {
+    ApiError::field(
+        "token",
+        "This unsubscribe link is not valid: it was altered or not issued here",
+    )
 }
 
 /// A browser (the confirmation page's button) gets a page; mail clients get JSON.

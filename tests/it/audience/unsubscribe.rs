@@ -296,8 +296,12 @@ async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
     ] {
         let (status, reply) = one_click(&app, &bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {reply}");
+        // A browser gets a page; any other client the error envelope.
         let page = app
-            .send(app.request(Method::GET, &format!("/unsubscribe/{bad}")))
+            .send(
+                app.request(Method::GET, &format!("/unsubscribe/{bad}"))
+                    .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
+            )
             .await;
         assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}");
         let kind = page
@@ -308,7 +312,31 @@ async fn forged_and_altered_tokens_are_refused_and_change_nothing() {
             kind.is_some_and(|k| k.starts_with("text/html")),
             "a page: {kind:?}"
         );
+        let (status, envelope) = app
+            .send(app.request(Method::GET, &format!("/unsubscribe/{bad}")))
+            .await
+            .pair();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(envelope["statusCode"], 400, "{envelope}");
+        assert_eq!(envelope["details"][0]["field"], "token", "{envelope}");
+        assert!(envelope["requestId"].is_string(), "{envelope}");
     }
+    // A body over the limit of every body is a 413, as anywhere else.
+    let token = unsubscribe_token(
+        &app,
+        json!({"channel": "EMAIL", "category": "news", "recipientId": "di"}),
+    )
+    .await;
+    let oversized = format!("List-Unsubscribe=One-Click&pad={}", "x".repeat(70_000));
+    let (status, reply) = app
+        .send(
+            app.request(Method::POST, &format!("/unsubscribe/{token}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(oversized),
+        )
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{reply}");
     assert_eq!(stored_anything(&app).await, 0);
 }
 
