@@ -107,7 +107,8 @@ pub async fn get_version(
     Ok(Json(found.full()).into_response())
 }
 
-/// `{"version"?, "locale"?, "data"?}` → the fields as they would be sent.
+/// `{"version"?, "locale", "data"}` → the fields as they would be sent. The locale asked
+/// for resolves as a notification's does (`pt-BR` → `pt` → the version's default).
 pub async fn preview(
     State(state): State<AppState>,
     Path(template_id): Path<String>,
@@ -134,7 +135,10 @@ pub async fn preview(
             .map(|v| v as i32),
     };
     let wanted = match object.get("locale") {
-        None => None,
+        None => {
+            problems.add("locale", "locale is required");
+            None
+        }
         Some(Value::String(tag)) if locale::is_locale(tag) => Some(tag.as_str()),
         Some(_) => {
             problems.add(
@@ -144,8 +148,18 @@ pub async fn preview(
             None
         }
     };
-    let data = data_object(object.get("data"), "data", &mut problems);
-    let data = problems.or(data)?.unwrap_or_default();
+    let data = match object.get("data") {
+        None => {
+            problems.add("data", "data is required");
+            None
+        }
+        given => data_object(given, "data", &mut problems),
+    };
+    // Both are there once no problem was found; the refusal only keeps that unspoken rule
+    // from becoming a panic.
+    let (Some(wanted), Some(data)) = (wanted, problems.or(data)?) else {
+        return Err(ApiError::field("locale", "locale is required"));
+    };
     let db = state.pool.get().await?;
     let found = templates::find(&db, &template_id, version)
         .await?
@@ -155,7 +169,7 @@ pub async fn preview(
             }
             None => not_found(&template_id),
         })?;
-    let resolved = found.resolve_locale(wanted);
+    let resolved = found.resolve_locale(Some(wanted));
     let rendered = found.render(resolved, &data).map_err(|errors| {
         let mut problems = Problems::new();
         for error in errors.0 {

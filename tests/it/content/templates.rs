@@ -195,7 +195,7 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
         &app,
         Method::POST,
         "/templates/welcome/preview",
-        Some(&json!({"data": {}})),
+        Some(&json!({"locale": "en", "data": {}})),
     )
     .await;
     assert_eq!(reply.status, 400);
@@ -203,6 +203,29 @@ async fn preview_renders_without_sending_and_escapes_html_only() {
         detail_fields(&reply.body),
         ["locales.en.html", "locales.en.subject", "locales.en.text"]
     );
+    // The locale and the data are both required, and both are named when both are missing.
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/preview",
+        Some(&json!({})),
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(
+        detail_fields(&reply.body),
+        ["locale", "data"],
+        "{}",
+        reply.body
+    );
+    let reply = call(
+        &app,
+        Method::POST,
+        "/templates/welcome/preview",
+        Some(&json!({"data": {"name": "x"}})),
+    )
+    .await;
+    assert_eq!(detail_fields(&reply.body), ["locale"], "{}", reply.body);
     let count: i64 = app.db.count("SELECT count(*) FROM notifications").await;
     assert_eq!(count, 0);
 }
