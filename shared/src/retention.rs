@@ -92,8 +92,9 @@ pub async fn timed_step(pool: &Pool, retention: &RetentionConfig) -> anyhow::Res
     loop {
         let gone =
             queue::purge(&db, retention.notifications, retention.dead_letters, BATCH).await?;
-        deleted.notifications_deleted += gone;
-        if gone < BATCH as u64 {
+        deleted.notifications_deleted += gone.notifications;
+        deleted.webhook_events_deleted += gone.webhook_events;
+        if gone.notifications < BATCH as u64 {
             break;
         }
         if started.elapsed() >= STEP_BUDGET {

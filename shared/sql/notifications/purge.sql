@@ -1,10 +1,12 @@
 -- Deletes up to $3 finished notifications: SENT, FAILED, CANCELLED, SUPPRESSED and EXPIRED
 -- ones whose final transition is more than $1 seconds old, DEAD_LETTERED ones more than
--- $2 seconds old. Their attempts and webhook events go with them (the trigger of V22), the
--- queue row with the trigger, the rate-limit reservation and the simulated provider's
+-- $2 seconds old. Their attempts go with them (the trigger of V22), the queue row with the
+-- trigger; their webhook events, the rate-limit reservation and the simulated provider's
 -- record of the delivery (keyed by the notification id; a deleted notification is never
--- sent again, so its key has nothing left to guard) here; the deleted count is added to
--- retention_counts. The deletes look their rows up by key (`= ANY`): joined to the batch,
+-- sent again, so its key has nothing left to guard) here. Both deleted counts, of
+-- notifications and of their webhook events, are added to retention_counts: the events
+-- are deleted here rather than left to the trigger so that they are counted (the trigger
+-- finds none left). The deletes look their rows up by key (`= ANY`): joined to the batch,
 -- the planner hashed the whole of both tables for every batch (a third of the statement's
 -- time at 100,000 rows). Walks notifications_list_all from the oldest: a notification is
 -- never final before it was created, so nothing created after the shorter cutoff is read.
@@ -28,11 +30,16 @@ WITH cutoff AS (
 ), simulated AS (
     DELETE FROM simulated_deliveries s
     WHERE s.delivery_key = ANY (ARRAY(SELECT id FROM deleted))
+), events AS (
+    DELETE FROM webhook_events e
+    WHERE e.notification_id = ANY (ARRAY(SELECT id FROM deleted)) RETURNING 1
 ), counted AS (
     INSERT INTO retention_counts AS c (kind, shard, deleted)
-    SELECT 'notifications', (pg_backend_pid() % 64)::smallint, count(*) FROM deleted
-    HAVING count(*) > 0
+    SELECT kind, (pg_backend_pid() % 64)::smallint, gone
+    FROM (VALUES ('notifications', (SELECT count(*) FROM deleted)),
+                 ('webhook_events', (SELECT count(*) FROM events))) AS v(kind, gone)
+    WHERE gone > 0
     ON CONFLICT ON CONSTRAINT retention_counts_pkey DO UPDATE
     SET deleted = c.deleted + excluded.deleted
 )
-SELECT count(*) AS deleted FROM deleted
+SELECT (SELECT count(*) FROM deleted) AS deleted, (SELECT count(*) FROM events) AS events

@@ -36,7 +36,7 @@ pub use claim::{
 };
 pub use content::{cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};
-pub use purge::purge;
+pub use purge::{Purged, purge};
 pub use read::{Cursor, ListFilter, ListPage, cursor_time, find, list};
 pub use recheck::{Stopped, expire, recheck};
 pub use record::{Disposition, RecordSummary, Recovered, Settled, record, recover_expired};

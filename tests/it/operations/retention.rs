@@ -213,7 +213,10 @@ async fn deletes_are_bounded_per_statement_and_racing_steps_delete_each_row_once
     let first = queue::purge(&conn, 30 * day, 90 * day, retention::BATCH)
         .await
         .expect("purge");
-    assert_eq!(first, 5_000, "one statement deletes at most a batch");
+    assert_eq!(
+        first.notifications, 5_000,
+        "one statement deletes at most a batch"
+    );
     assert_eq!(db.count("SELECT count(*) FROM notifications").await, 7_000);
     drop(conn);
 
@@ -301,15 +304,29 @@ async fn delivered_and_given_up_webhook_events_age_out_and_undelivered_ones_stay
 async fn the_sweeper_runs_retention_and_metrics_report_the_deleted_rows() {
     let app = TestApp::spawn().await;
     old_sent(&app.db, 30, 31).await;
+    // Three of them still have their outcome event: it goes with its notification, and
+    // is counted as a webhook event deleted.
+    let with_events: Vec<Uuid> = app
+        .db
+        .scalar(
+            "SELECT array_agg(id) FROM (SELECT id FROM notifications LIMIT 3) n",
+            &[],
+        )
+        .await;
+    for id in &with_events {
+        factory::insert_event(&app.db.pool, *id, "SENT", 1, chrono::Utc::now()).await;
+    }
     let provider: Arc<dyn Provider> = Arc::new(simulated(app.db.pool.clone()));
     let sweeper = sweeper(&app.db.pool, provider).build();
     let outcome = sweep(&sweeper).await;
     assert_eq!(outcome.purged, 30, "{outcome:?}");
+    assert_eq!(outcome.webhook_events_purged, 3, "{outcome:?}");
+    assert_eq!(app.db.count("SELECT count(*) FROM webhook_events").await, 0);
 
     let metrics = app.metrics().await;
     assert_eq!(
         metrics["retention"],
-        json!({"notificationsDeleted": 30, "webhookEventsDeleted": 0}),
+        json!({"notificationsDeleted": 30, "webhookEventsDeleted": 3}),
         "{metrics}"
     );
     let text = app
@@ -321,6 +338,10 @@ async fn the_sweeper_runs_retention_and_metrics_report_the_deleted_rows() {
     let text = text.body.as_str().expect("text").to_string();
     assert!(
         text.contains("notify_retention_deleted_rows{table=\"notifications\"} 30"),
+        "{text}"
+    );
+    assert!(
+        text.contains("notify_retention_deleted_rows{table=\"webhook_events\"} 3"),
         "{text}"
     );
     // The 0.0.4 text format: the TYPE line names the samples exactly.
