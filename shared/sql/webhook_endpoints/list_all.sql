@@ -1,5 +1,5 @@
 -- Every endpoint (operators), oldest first; secrets are never listed.
-SELECT id, url, event_types, created_at,
+SELECT id, url, event_types, operator, created_at,
        CASE WHEN previous_secret_valid_until > now() THEN previous_secret_valid_until END
            AS previous_secret_valid_until
 FROM webhook_endpoints

@@ -34,6 +34,16 @@ pub const EVENT_TYPES: [&str; 8] = [
     "circuit.closed",
 ];
 
+/// Every event type an endpoint registered by an operator (`circuit.*` included) or by a
+/// client receives.
+pub fn every_type_for(operator: bool) -> Vec<String> {
+    EVENT_TYPES
+        .iter()
+        .filter(|kind| operator || !kind.starts_with("circuit."))
+        .map(|kind| kind.to_string())
+        .collect()
+}
+
 /// How long a rotated-out secret keeps signing, next to the new one.
 pub const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
@@ -46,8 +56,9 @@ pub const ANONYMOUS_OWNER: Uuid = Uuid::nil();
 pub struct Endpoint {
     pub id: Uuid,
     pub url: String,
-    /// `None`: every event type.
-    pub event_types: Option<Vec<String>>,
+    /// The types it receives: those it subscribed to, or (stored as NULL, which also takes
+    /// types added later) every type its registrant may receive.
+    pub event_types: Vec<String>,
     #[serde(serialize_with = "crate::notification::serialize_time")]
     pub created_at: DateTime<Utc>,
     /// While a rotated-out secret still signs.
@@ -59,7 +70,10 @@ fn endpoint(row: &tokio_postgres::Row) -> Result<Endpoint, tokio_postgres::Error
     Ok(Endpoint {
         id: row.try_get("id")?,
         url: row.try_get("url")?,
-        event_types: row.try_get("event_types")?,
+        event_types: match row.try_get::<_, Option<Vec<String>>>("event_types")? {
+            Some(types) => types,
+            None => every_type_for(row.try_get("operator")?),
+        },
         created_at: row.try_get("created_at")?,
         previous_secret_valid_until: row
             .try_get::<_, Option<DateTime<Utc>>>("previous_secret_valid_until")?

@@ -602,6 +602,48 @@ async fn six_drainers_route_and_deliver_every_event_once_to_each_of_its_endpoint
     assert_eq!(rows, expected as i64, "one row per event and endpoint");
 }
 
+/// Registered without `eventTypes`, an endpoint receives every type its registrant may:
+/// the answer and the listing name them, circuit events for an operator's only.
+#[tokio::test]
+async fn an_endpoint_registered_without_event_types_lists_every_type_it_receives() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (_, operator) = key(db, "ops", Scope::Operator).await;
+    let (_, client) = key(db, "client", Scope::Client).await;
+    let client_types = json!([
+        "notification.sent",
+        "notification.failed",
+        "notification.dead_lettered",
+        "notification.suppressed",
+        "notification.expired",
+        "campaign.done"
+    ]);
+    let mut operator_types = client_types.clone();
+    if let Some(types) = operator_types.as_array_mut() {
+        types.extend([json!("circuit.opened"), json!("circuit.closed")]);
+    }
+    for (key, expected) in [(&client, &client_types), (&operator, &operator_types)] {
+        let body = json!({"url": "http://127.0.0.1:9/hook"});
+        let (status, created) =
+            call(&app, Method::POST, "/webhook-endpoints", key, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        assert_eq!(&created["eventTypes"], expected, "{created}");
+        let (_, listed) = call(&app, Method::GET, "/webhook-endpoints", key, None).await;
+        let found = listed["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|e| e["id"] == created["id"]))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(&found["eventTypes"], expected, "{listed}");
+    }
+    // What is stored is still "every type": the column is NULL for both.
+    assert_eq!(
+        db.count("SELECT count(*) FROM webhook_endpoints WHERE event_types IS NULL")
+            .await,
+        2
+    );
+}
+
 #[tokio::test]
 async fn circuit_events_reach_operator_endpoints_only() {
     let app = open_app().await;
