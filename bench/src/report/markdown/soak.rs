@@ -102,6 +102,16 @@ round shares the database's CPU with retention's deletes and the vacuums they ca
 on this day's host, whose SQL floors ran about a quarter below those of 2026-12-05, that
 share came to a fifth of the drain.
 
+Retention giving way to a delivery backlog was tried and left out (2-core AMD EPYC host,
+two builds of 6925b09 alternated, one `--only B10` run each: before, after, before,
+after). With the change, retention kept its caught-up pace (one step a second) whenever
+a claim in the last second had taken all it was allowed. The last round drained at 1.01
+and 0.89 × the first, against 0.82 and 0.99 without it. But retention fell behind: the
+notifications kept after a round grew to 85,300 and 125,700 (46,000 and 52,500 without),
+and the final bytes came to 1.40 and 1.39 × round 1 (0.55 and 0.59 without). The drain
+ratio moves as much between two runs of one build as between the two builds, while the
+bytes target fails with the change.
+
 `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable cargo run --release --bin notify-bench -- --only B10 --runs 1 --no-build --no-docs`: one `APP_ROLE=api` and one `APP_ROLE=worker` process with `RETENTION_SECONDS=5` and `WEBHOOK_RETENTION_SECONDS=5` (a compressed clock); 10 rounds of 100,000 notifications, each loaded as in B1, released as in B2 and drained while retention deletes what finished more than 5 s earlier. Bytes are `pg_total_relation_size` of every table a notification writes to (B7's list), read right after each round's drain; the last line is read once retention had deleted every notification (6 s after the last drain). Whole soak: 2.9 min.
 
 | round | intake | drain | ÷ round 1 | tables + indexes | ÷ round 1 | notifications left | deleted so far | vacuums so far |
