@@ -1,6 +1,6 @@
 //! Cross-cutting HTTP behaviour: request ids, security headers, the error envelope,
 //! one log line per request, no panic ever reaching the client, and no query parameter
-//! silently ignored.
+//! or body property silently ignored.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -11,8 +11,11 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
+use serde_json::Value;
 
+use super::body::{BODY_LIMIT, read_json};
 use super::error::{ApiError, Envelope, ErrorBody};
+use crate::problems::Problems;
 
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const JSON_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
@@ -62,6 +65,59 @@ pub async fn refuse_unread_query(request: Request, next: Next) -> Response {
         }
     }
     next.run(request).await
+}
+
+/// The API routes whose handlers read a body, by method and path. Every other POST, PUT,
+/// PATCH or DELETE of the keyed routes takes none.
+const BODY_READERS: [(Method, &str); 12] = [
+    (Method::POST, "/notifications"),
+    (Method::POST, "/notifications/batch"),
+    (Method::POST, "/notifications/retry"),
+    (Method::PUT, "/recipients/{id}"),
+    (Method::PATCH, "/recipients/{id}/preferences"),
+    (Method::POST, "/webhook-endpoints"),
+    (Method::POST, "/webhook-events/retry"),
+    (Method::POST, "/suppressions"),
+    (Method::POST, "/unsubscribe-links"),
+    (Method::POST, "/templates/{id}/versions"),
+    (Method::POST, "/templates/{id}/preview"),
+    (Method::POST, "/campaigns"),
+];
+
+/// Refuses a body on an API route that reads none, as a route that reads one refuses a
+/// property it does not know: `POST /webhook-endpoints/{id}/rotate-secret` with
+/// `{"secret": …}` must not look obeyed. No body and `{}` are taken; any property is a 400
+/// naming it, and anything but an object a 400 on `body`. Layered on the keyed routes.
+pub async fn refuse_unread_body(request: Request, next: Next) -> Response {
+    let method = request.method();
+    let writes = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method);
+    let reads_body = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|path| {
+            BODY_READERS
+                .iter()
+                .any(|(reader, route)| reader == method && *route == path.as_str())
+        });
+    if !writes || reads_body {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    match read_json(&parts.headers, body, BODY_LIMIT).await {
+        Ok(None) => {}
+        Ok(Some(Value::Object(object))) if object.is_empty() => {}
+        Ok(Some(Value::Object(object))) => {
+            let mut problems = Problems::new();
+            problems.only(&object, &[]);
+            return ApiError::from(problems).into_response();
+        }
+        Ok(Some(_)) => {
+            return ApiError::field("body", "this route takes no body (an empty object at most)")
+                .into_response();
+        }
+        Err(error) => return error.into_response(),
+    }
+    next.run(Request::from_parts(parts, Body::empty())).await
 }
 
 pub async fn around_request(request: Request, next: Next) -> Response {

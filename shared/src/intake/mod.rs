@@ -195,6 +195,8 @@ pub fn router(state: AppState, routes: Routes) -> Router {
             )
             .route("/webhook-events", get(webhooks::list_events))
             .route("/webhook-events/retry", post(webhooks::replay))
+            // The query is checked first, before any body is read.
+            .route_layer(from_fn(middleware::refuse_unread_body))
             .route_layer(from_fn(middleware::refuse_unread_query))
             .route_layer(client);
         let operator_routes = Router::new()
@@ -224,6 +226,8 @@ pub fn router(state: AppState, routes: Routes) -> Router {
                 get(campaigns::get_one).delete(campaigns::cancel),
             )
             .route("/digest", get(operations::digest))
+            // The query is checked first, before any body is read.
+            .route_layer(from_fn(middleware::refuse_unread_body))
             .route_layer(from_fn(middleware::refuse_unread_query))
             .route_layer(operator);
         router = router

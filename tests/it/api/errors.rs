@@ -358,3 +358,80 @@ async fn delay_seconds_out_of_range_says_so_however_large() {
         );
     }
 }
+
+/// A route that reads no body refuses one with properties, as a route that reads a body
+/// refuses a property it does not know, and does nothing; no body and `{}` are taken.
+#[tokio::test]
+async fn a_route_that_reads_no_body_refuses_a_property_and_does_nothing() {
+    let app = TestApp::spawn().await;
+    let (_, created) = app.create(&body("no-body")).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let path = format!("/notifications/{id}");
+    for (sent, expected) in [
+        (json!({"reason": "duplicate"}), "reason"),
+        (json!([]), "body"),
+        (json!("cancel"), "body"),
+    ] {
+        let reply = app
+            .send(app.request(Method::DELETE, &path).json(&sent))
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{sent}: {}",
+            reply.body
+        );
+        assert_envelope(&reply.body, 400, &path);
+        assert_eq!(detail_fields(&reply.body), [expected], "{sent}");
+    }
+    let refused = app
+        .send(
+            app.request(Method::DELETE, &path)
+                .header("content-type", "text/plain")
+                .body("please"),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (_, unchanged) = app.get(&id).await;
+    assert_eq!(
+        unchanged["status"], "PENDING",
+        "the refused cancels did nothing"
+    );
+    let reply = app
+        .send(app.request(Method::DELETE, &path).json(&json!({})))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["status"], "CANCELLED");
+
+    // A secret of the caller's choosing is not taken as one: nothing rotates.
+    let (status, endpoint) = app
+        .send(
+            app.request(Method::POST, "/webhook-endpoints")
+                .json(&json!({"url": "https://hooks.invalid/notify"})),
+        )
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let rotate = format!(
+        "/webhook-endpoints/{}/rotate-secret",
+        endpoint["id"].as_str().expect("id")
+    );
+    let reply = app
+        .send(
+            app.request(Method::POST, &rotate)
+                .json(&json!({"secret": "whsec_mine"})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(detail_fields(&reply.body), ["secret"]);
+    let (_, listed) = app
+        .send(app.request(Method::GET, "/webhook-endpoints"))
+        .await
+        .pair();
+    assert!(
+        listed["items"][0].get("previousSecretValidUntil").is_none(),
+        "rotated: {listed}"
+    );
+    let reply = app.send(app.request(Method::POST, &rotate)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+}
