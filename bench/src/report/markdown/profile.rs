@@ -56,6 +56,15 @@ runs each of `--only B1,B2,B7 --workers 1 --runs 1`): B7 2,297 and 2,309 B again
 and 2,231 B (primary key 61–62 B against 49–51 B, `notifications_list_all` 79–80 B
 against 66 B), B1 39,184 and 41,582 /s against 42,663 and 42,459 /s. The ids stay random
 (see \"Time-ordered ids, tried and left out\" below for why).
+
+Two checks added since touch every request or the retention step. A keyed route that
+reads no body now refuses one with properties; the check looks up the route on every
+POST. Alternated with 6925b09 on an idle 2-core AMD EPYC host,
+`notify-bench --only B3 --runs 1 --no-build --no-docs`, two runs each: 0.67 and 0.77 ×
+the floor before (p99 5.85 and 5.19 ms), 0.78 and 0.73 × after (p99 4.96 and 5.09 ms).
+No cost beyond the noise. Retention's purge now deletes a notification's webhook events
+itself, so that they are counted, where a trigger deleted them before; B10 at 6925b09 is
+in the B10 section.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
