@@ -58,7 +58,7 @@ pub async fn create(
         .and_then(|value| parse_event_types(value, &mut problems));
     if caller.scope == Scope::Client
         && let Some(types) = &event_types
-        && types.iter().any(|t| t.starts_with("circuit."))
+        && types.iter().any(|t| endpoints::operator_only(t))
     {
         problems.add(
             "eventTypes",

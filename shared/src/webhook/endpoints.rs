@@ -34,12 +34,18 @@ pub const EVENT_TYPES: [&str; 8] = [
     "circuit.closed",
 ];
 
+/// Whether only endpoints registered by operators may receive `kind`: a circuit change
+/// belongs to no client.
+pub fn operator_only(kind: &str) -> bool {
+    kind.starts_with("circuit.")
+}
+
 /// Every event type an endpoint registered by an operator (`circuit.*` included) or by a
 /// client receives.
 pub fn every_type_for(operator: bool) -> Vec<String> {
     EVENT_TYPES
         .iter()
-        .filter(|kind| operator || !kind.starts_with("circuit."))
+        .filter(|kind| operator || !operator_only(kind))
         .map(|kind| kind.to_string())
         .collect()
 }
