@@ -1,7 +1,7 @@
 //! What is a finding: the thresholds, and the finding each figure becomes (its severity,
 //! evidence, action and weight).
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::json;
 
 use super::{Finding, Severity};
@@ -24,6 +24,9 @@ pub const QUEUE_LAG_CRITICAL_SECONDS: f64 = 600.0;
 /// The outbox's oldest due event this late is a backlog (warning; critical at the second).
 pub const WEBHOOK_LAG_WARNING_SECONDS: f64 = 300.0;
 pub const WEBHOOK_LAG_CRITICAL_SECONDS: f64 = 3600.0;
+/// Late events are counted per destination among this many of the oldest, so that the
+/// digest reads a bounded range however large the backlog.
+pub const WEBHOOK_LATE_SAMPLE: i64 = 10_000;
 /// Webhook events given up in the last day.
 pub const WEBHOOK_GIVEN_UP_WINDOW_SECONDS: i64 = 86_400;
 /// A suppression spike: at least this many of one channel and reason in the last hour …
@@ -174,45 +177,71 @@ pub(super) fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding
     })
 }
 
-pub(super) fn outbox_findings(
-    health: &outbox::OutboxHealth,
-    counts: &outbox::OutboxCounts,
-    now: DateTime<Utc>,
-) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    if let Some(oldest) = &health.oldest_due {
-        let lag = (now - *oldest).num_milliseconds().max(0) as f64 / 1000.0;
-        if lag >= WEBHOOK_LAG_WARNING_SECONDS {
-            findings.push(Finding {
-                severity: if lag >= WEBHOOK_LAG_CRITICAL_SECONDS {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                },
-                code: "WEBHOOK_BACKLOG",
-                title: format!("Webhook events are {:.0} s behind", lag.floor()),
-                evidence: json!({
-                    "pending": counts.pending,
-                    "oldestDue": format_time(oldest),
-                    "lagSeconds": round(lag),
-                }),
-                action: "Check that the webhook-drainer runs and that WEBHOOK_URL answers \
-                         2xx quickly"
-                    .to_string(),
-                request: None,
-                weight: lag,
-            });
-        }
-    }
-    let destinations = health
-        .given_up_by_destination
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for destination in destinations {
-        findings.push(given_up_finding(destination));
-    }
+pub(super) fn outbox_findings(health: &outbox::OutboxHealth) -> Vec<Finding> {
+    let destinations = |list: &serde_json::Value| list.as_array().cloned().unwrap_or_default();
+    let mut findings: Vec<Finding> = destinations(&health.late_by_destination)
+        .iter()
+        .map(backlog_finding)
+        .collect();
+    findings.extend(
+        destinations(&health.given_up_by_destination)
+            .iter()
+            .map(given_up_finding),
+    );
     findings
+}
+
+/// One destination's events due more than `WEBHOOK_LAG_WARNING_SECONDS` ago (counted
+/// among the `WEBHOOK_LATE_SAMPLE` oldest): nothing to replay, they are still waiting; the
+/// action says what holds them up.
+fn backlog_finding(destination: &serde_json::Value) -> Finding {
+    let lag = destination["lagSeconds"].as_f64().unwrap_or(0.0).max(0.0);
+    let count = destination["count"].as_i64().unwrap_or(0);
+    let endpoint = destination["endpointId"].as_str();
+    let routed = destination["routed"].as_bool().unwrap_or(true);
+    let behind = format!("{:.0} s behind", lag.floor());
+    let (title, action) = match (routed, endpoint) {
+        (false, _) => (
+            format!("Webhook events wait to be routed, {behind}"),
+            "Check that the webhook-drainer runs: routing events to their endpoints is its \
+             first step"
+                .to_string(),
+        ),
+        (true, Some(id)) => (
+            format!("Webhook events to endpoint {id} are {behind}"),
+            format!(
+                "Check that the receiver at {} answers 2xx quickly, and that the \
+                 webhook-drainer runs (the waiting events: GET \
+                 /webhook-events?endpointId={id}&status=PENDING)",
+                destination["url"].as_str().unwrap_or("the endpoint's URL")
+            ),
+        ),
+        (true, None) => (
+            format!("Webhook events to WEBHOOK_URL are {behind}"),
+            "Check that the webhook-drainer runs and that WEBHOOK_URL answers 2xx quickly"
+                .to_string(),
+        ),
+    };
+    Finding {
+        severity: if lag >= WEBHOOK_LAG_CRITICAL_SECONDS {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        code: "WEBHOOK_BACKLOG",
+        title,
+        evidence: json!({
+            "endpointId": endpoint,
+            "routed": routed,
+            "late": count,
+            "lateCountedUpTo": WEBHOOK_LATE_SAMPLE,
+            "oldestDue": destination["oldestDue"],
+            "lagSeconds": round(lag),
+        }),
+        action,
+        request: None,
+        weight: lag,
+    }
 }
 
 /// One destination's given-up events: fix the receiver, then replay them (the request).

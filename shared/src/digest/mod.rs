@@ -2,9 +2,6 @@
 //! action that fixes it. Every figure is one indexed aggregate read by the module that
 //! owns its table (queue, channel, webhook outbox, suppressions, keys, campaigns); this
 //! module only decides what is a finding, how severe, and in which order.
-//!
-//! Not computed here: per-endpoint webhook findings; the outbox findings are about the
-//! one configured endpoint.
 
 mod findings;
 
@@ -14,6 +11,7 @@ pub use findings::{
     QUEUE_LAG_WARNING_SECONDS, SUPPRESSION_BASELINE_HOURS, SUPPRESSION_SPIKE_CRITICAL_FACTOR,
     SUPPRESSION_SPIKE_FACTOR, SUPPRESSION_SPIKE_MIN, UNUSED_KEY_DAYS,
     WEBHOOK_GIVEN_UP_WINDOW_SECONDS, WEBHOOK_LAG_CRITICAL_SECONDS, WEBHOOK_LAG_WARNING_SECONDS,
+    WEBHOOK_LATE_SAMPLE,
 };
 
 use chrono::{DateTime, Utc};
@@ -75,13 +73,17 @@ pub async fn read(
     db: &impl GenericClient,
     circuit: &CircuitConfig,
 ) -> Result<Digest, tokio_postgres::Error> {
-    let (dead, lanes, breakdown, channels, outbox_health, outbox_counts, spikes, keys, stalled) = tokio::join!(
+    let (dead, lanes, breakdown, channels, outbox_health, spikes, keys, stalled) = tokio::join!(
         stats::dead_letter_growth(db, DEAD_LETTER_WINDOW_SECONDS),
         stats::lag_by_lane(db),
         stats::breakdown(db),
         channel::read(db, circuit),
-        outbox::health(db, WEBHOOK_GIVEN_UP_WINDOW_SECONDS),
-        outbox::counts(db),
+        outbox::health(
+            db,
+            WEBHOOK_GIVEN_UP_WINDOW_SECONDS,
+            WEBHOOK_LAG_WARNING_SECONDS,
+            WEBHOOK_LATE_SAMPLE
+        ),
         suppressions::hourly(db, SUPPRESSION_BASELINE_HOURS),
         auth::unused_keys(db, UNUSED_KEY_DAYS),
         campaigns::stalled(db, CAMPAIGN_STALLED_SECONDS, CAMPAIGN_STALLED_LISTED),
@@ -108,7 +110,7 @@ pub async fn read(
             .sum();
         lag_finding(lane, pending)
     }));
-    findings.extend(outbox_findings(&outbox_health?, &outbox_counts?, now));
+    findings.extend(outbox_findings(&outbox_health?));
     findings.extend(spikes?.iter().filter_map(spike_finding));
     findings.extend(keys?.iter().map(unused_key_finding));
     findings.extend(stalled?.iter().filter_map(stalled_campaign_finding));

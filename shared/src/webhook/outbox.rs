@@ -324,12 +324,16 @@ pub async fn purge(
     Ok(u64::try_from(row.try_get::<_, i64>("deleted")?).unwrap_or(0))
 }
 
-/// The outbox for the digest: the oldest due event's due time, and the events given up in
-/// a recent window, in all and per destination (`[{endpointId, url, count, since,
-/// topErrors: [{error, count}]}]`, `endpointId` null for the default `WEBHOOK_URL`).
+/// The outbox for the digest, per destination (`endpointId` null for the default
+/// `WEBHOOK_URL`):
+/// - late events: of the events due more than `late_seconds` ago, the `late_sample` oldest
+///   grouped by destination (`[{endpointId, url, routed, count, oldestDue, lagSeconds}]`,
+///   oldest first; `routed` false for events the drainer has not routed yet);
+/// - the events given up in a recent window, in all and per destination (`[{endpointId,
+///   url, count, since, topErrors: [{error, count}]}]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxHealth {
-    pub oldest_due: Option<DateTime<Utc>>,
+    pub late_by_destination: serde_json::Value,
     pub given_up: i64,
     pub given_up_by_destination: serde_json::Value,
 }
@@ -337,13 +341,18 @@ pub struct OutboxHealth {
 pub async fn health(
     db: &impl GenericClient,
     given_up_window_seconds: i64,
+    late_seconds: f64,
+    late_sample: i64,
 ) -> Result<OutboxHealth, tokio_postgres::Error> {
     let statement = DIGEST_OUTBOX.prepare(db).await?;
     let row = db
-        .query_one(&statement, &[&given_up_window_seconds])
+        .query_one(
+            &statement,
+            &[&given_up_window_seconds, &late_seconds, &late_sample],
+        )
         .await?;
     Ok(OutboxHealth {
-        oldest_due: row.try_get("oldest_due")?,
+        late_by_destination: row.try_get("late_by_destination")?,
         given_up: row.try_get("given_up")?,
         given_up_by_destination: row.try_get("by_destination")?,
     })

@@ -265,8 +265,25 @@ async fn a_late_outbox_and_given_up_events_are_findings() {
             ("warning".into(), "WEBHOOK_GIVEN_UP".into()),
         ]
     );
-    assert_eq!(findings[0]["evidence"]["pending"], 2);
-    assert!(findings[0]["evidence"]["lagSeconds"].as_f64().unwrap() >= 360.0);
+    // The late event has not been routed: its lateness points at the drainer.
+    let evidence = &findings[0]["evidence"];
+    assert_eq!(
+        (
+            &evidence["endpointId"],
+            &evidence["routed"],
+            &evidence["late"]
+        ),
+        (&Value::Null, &json!(false), &json!(1))
+    );
+    assert!(evidence["lagSeconds"].as_f64().unwrap() >= 360.0);
+    assert!(
+        findings[0]["title"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Webhook events wait to be routed"),
+        "{}",
+        findings[0]
+    );
     let _ = recent;
 
     // Given up two days ago: outside the window.
@@ -280,6 +297,91 @@ async fn a_late_outbox_and_given_up_events_are_findings() {
     assert_eq!(
         order(&findings),
         [("warning".into(), "WEBHOOK_BACKLOG".into())]
+    );
+}
+
+/// A backlog is a finding per destination: the endpoint whose receiver holds its events
+/// up is named apart from the default URL's late events, each with its own lag and count.
+#[tokio::test]
+async fn a_backlog_is_a_finding_per_endpoint() {
+    let app = TestApp::spawn().await;
+    let pool = &app.db.pool;
+    let endpoint = Uuid::new_v4();
+    let deleted = Uuid::new_v4();
+    app.db
+        .execute(
+            "INSERT INTO webhook_endpoints (id, owner_key_id, operator, url, secret)
+             VALUES ($1, '00000000-0000-0000-0000-000000000000', true,
+                     'https://hooks.example.com/in', 'whsec_c2VjcmV0')",
+            &[&endpoint],
+        )
+        .await;
+    let sent = factory::create_many(pool, 6, |_| factory::Spec::default()).await;
+    let now = chrono::Utc::now();
+    let mut events = Vec::new();
+    for notification in &sent {
+        events.push(factory::insert_event(pool, notification.id, "SENT", 1, now).await);
+    }
+    // Three to the endpoint, two hours late; one to the default URL, ten minutes late; one
+    // to an endpoint deleted since, three hours late; one to the endpoint, on time.
+    let route = |event: Uuid, endpoint: Option<Uuid>, minutes: i32| {
+        let db = &app.db;
+        async move {
+            db.execute(
+                "UPDATE webhook_events SET endpoint_id = $2, routed_at = now(),
+                        next_dispatch_at = now() - make_interval(mins => $3) WHERE id = $1",
+                &[&event, &endpoint, &minutes],
+            )
+            .await;
+        }
+    };
+    for &event in &events[..3] {
+        route(event, Some(endpoint), 120).await;
+    }
+    route(events[3], None, 10).await;
+    route(events[4], Some(deleted), 180).await;
+    route(events[5], Some(endpoint), 0).await;
+
+    let findings = digest(&app).await;
+    assert_eq!(
+        order(&findings),
+        [
+            ("critical".into(), "WEBHOOK_BACKLOG".into()),
+            ("warning".into(), "WEBHOOK_BACKLOG".into()),
+        ]
+    );
+    let to_endpoint = &findings[0]["evidence"];
+    assert_eq!(
+        (
+            &to_endpoint["endpointId"],
+            &to_endpoint["late"],
+            &to_endpoint["routed"]
+        ),
+        (&json!(endpoint), &json!(3), &json!(true))
+    );
+    let lag = to_endpoint["lagSeconds"].as_f64().unwrap();
+    assert!((7200.0..7260.0).contains(&lag), "{lag}");
+    assert!(
+        findings[0]["action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("https://hooks.example.com/in"),
+        "{}",
+        findings[0]
+    );
+    let oldest = to_endpoint["oldestDue"].as_str().unwrap_or_default();
+    assert!(oldest.len() == 24 && oldest.ends_with('Z'), "{to_endpoint}");
+    let to_default = &findings[1]["evidence"];
+    assert_eq!(
+        (&to_default["endpointId"], &to_default["late"]),
+        (&Value::Null, &json!(1))
+    );
+    assert_eq!(
+        findings[1]["title"],
+        format!(
+            "Webhook events to WEBHOOK_URL are {} s behind",
+            to_default["lagSeconds"].as_f64().unwrap().floor()
+        )
     );
 }
 
