@@ -620,6 +620,13 @@ group-by over those rows), not with the table: every other finding reads a parti
 top-down (`queue_claim_order` once per channel, class and priority,
 `webhook_events_due`, `webhook_events_given_up_recent`), the suppressions of the last
 week, the maintained counts and the keys.
+
+The per-destination backlog (2026-12-07): the outbox statement of the digest
+(`shared/sql/webhook_events/digest_outbox.sql`) on a database holding 1,000,000 routed
+webhook events all due more than 300 s ago (half to one endpoint, half to `WEBHOOK_URL`;
+`ANALYZE`d), run three times in `psql`: 12.5, 15.0 and 7.1 ms. `EXPLAIN ANALYZE` shows
+one ordered range of `webhook_events_due` stopping at the 10,000 oldest (2.8 ms), so the
+time does not grow with the backlog.
 ";
 
 /// A one-off profile of the B2 drain, kept with the generated figures (not regenerated).
