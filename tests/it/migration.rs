@@ -331,3 +331,84 @@ async fn reservations_taken_before_the_upgrade_still_count_against_their_recipie
         .await
         .expect("drop");
 }
+
+/// A process starting on a current schema checks the history on a pool connection and
+/// neither waits for the migration lock nor runs the migrator; a schema behind is migrated
+/// (under the lock), and a history whose checksum differs is refused, as a full run does.
+#[tokio::test]
+async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goes_through_it() {
+    let (admin_url, name, url) = scratch_at(BEFORE_HASHED_RESERVATIONS).await;
+    let pool = db::create_pool(&url, 2).expect("pool");
+    let versions = "SELECT count(*) FROM refinery_schema_history";
+    let behind: i64 = pool
+        .get()
+        .await
+        .expect("conn")
+        .query_one(versions, &[])
+        .await
+        .expect("count")
+        .get(0);
+
+    // Behind: migrated, and so only once the lock (held here) is released.
+    let holder = db::connect(&url).await.expect("connect");
+    holder
+        .execute("SELECT pg_advisory_lock(x'6e6f746966796d67'::int8)", &[])
+        .await
+        .expect("take the migration lock");
+    let waiting = tokio::spawn({
+        let (pool, url) = (pool.clone(), url.clone());
+        async move { db::migrate_unless_current(&pool, &url).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a schema behind waits for the migration lock"
+    );
+    holder
+        .execute("SELECT pg_advisory_unlock(x'6e6f746966796d67'::int8)", &[])
+        .await
+        .expect("release");
+    waiting.await.expect("task").expect("migrated");
+    let current: i64 = pool
+        .get()
+        .await
+        .expect("conn")
+        .query_one(versions, &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert!(current > behind, "{behind} → {current}");
+
+    // Current: returns at once although the lock is held.
+    holder
+        .execute("SELECT pg_advisory_lock(x'6e6f746966796d67'::int8)", &[])
+        .await
+        .expect("take the migration lock");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        db::migrate_unless_current(&pool, &url),
+    )
+    .await
+    .expect("a current schema does not wait for the lock")
+    .expect("current");
+    holder
+        .execute("SELECT pg_advisory_unlock(x'6e6f746966796d67'::int8)", &[])
+        .await
+        .expect("release");
+
+    // Diverged: a recorded checksum that is not the embedded migration's is refused.
+    holder
+        .execute(
+            "UPDATE refinery_schema_history SET checksum = '1' WHERE version = 1",
+            &[],
+        )
+        .await
+        .expect("diverge");
+    let refused = db::migrate_unless_current(&pool, &url).await;
+    assert!(refused.is_err(), "a diverged history is refused");
+
+    drop((holder, pool));
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}

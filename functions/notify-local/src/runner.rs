@@ -42,8 +42,9 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     };
     eprintln!("notify-local: database {}", redact(&database_url));
 
-    db::migrate(&database_url).await?;
+    // The pools connect on first use: the schema check takes the first connection.
     let (api_pool, pool) = pools(&database_url, &config)?;
+    db::migrate_unless_current(&pool, &database_url).await?;
 
     let mut workers = None;
     let mut drainer = None;

@@ -149,6 +149,48 @@ pub async fn migrate(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Applies pending migrations unless the database already holds exactly the embedded ones
+/// (same versions, same checksums). That check is one read of the history on a connection
+/// of `pool`, which the pool keeps for what follows; a full run opens a connection of its
+/// own and takes the migration lock. Every start but the first after an upgrade finds the
+/// schema current, so a process starts a connection and a lock sooner. Anything else (no
+/// history yet, a migration missing, a checksum that differs) goes through the full run,
+/// which applies what is missing or refuses what diverges.
+pub async fn migrate_unless_current(pool: &DbPool, url: &str) -> anyhow::Result<()> {
+    if schema_is_current(pool).await {
+        return Ok(());
+    }
+    migrate(url).await
+}
+
+async fn schema_is_current(pool: &DbPool) -> bool {
+    let Ok(client) = pool.get().await else {
+        return false;
+    };
+    // Fails (and says "not current") while the history table does not exist.
+    let Ok(rows) = client
+        .query(
+            "SELECT version, checksum FROM refinery_schema_history ORDER BY version",
+            &[],
+        )
+        .await
+    else {
+        return false;
+    };
+    let runner = embedded_migrations::migrations::runner();
+    let mut embedded: Vec<(i32, String)> = runner
+        .get_migrations()
+        .iter()
+        .map(|m| (m.version(), m.checksum().to_string()))
+        .collect();
+    embedded.sort();
+    let applied: Vec<(i32, String)> = rows
+        .iter()
+        .filter_map(|row| Some((row.try_get("version").ok()?, row.try_get("checksum").ok()?)))
+        .collect();
+    applied == embedded
+}
+
 /// Applies pending migrations. Several processes may start at once: an advisory lock lets
 /// exactly one of them migrate while the others wait, then find nothing left to do.
 /// Returns the versions applied.
