@@ -416,6 +416,10 @@ median of 7 or 9 starts): api 20.4–28.1 ms, worker 32.7–46.1 ms over six set
   idle 2-core AMD EPYC host (`bench/scripts/start_time.py`: spawn, poll `/health` every millisecond):
   worker medians 22.7, 22.5 and 24.2 ms before, 18.5, 19.6 and 17.3 ms after; api 16.0,
   18.1 and 18.8 ms before, 11.1, 12.9 and 12.9 ms after.
+- **Tried and dropped (2026-12-07):** the sweeper's start and the key check side by side
+  (`tokio::join!`) on top of the schema check. Three alternated sets of 9 worker starts:
+  medians 19.3, 19.4 and 17.3 ms without, 18.5, 17.6 and 20.1 ms with. No gain beyond the
+  noise.
 ";
 
 /// Where B11's worker time went and what one boxed call won back (kept with the
