@@ -520,7 +520,7 @@ pages either way.
 `delivery_attempts` and `webhook_events` lost their foreign keys to `notifications`; a
 statement trigger deletes a deleted notification's attempts and events in one statement
 per table. Two builds, 004355a with V22 and 2dbfd4a without it, alternated on the idle
-2-core Intel Xeon host of the full run above: `notify-bench --only B2,B7,B10 --workers 1
+2-core Intel Xeon host of the full run of 2026-12-05 (004355a): `notify-bench --only B2,B7,B10 --workers 1
 --runs 1 --no-build --no-docs`, two runs each, in the order V22, V21, V22, V21.
 
 | schema | B2 | B10 round 1 | B10 rounds 2–10, mean | ÷ round 1 | last ÷ first | largest tables ÷ round 1 | left after round 10 |
