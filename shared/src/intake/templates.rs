@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::body::read_json;
+use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
 use super::payload::SMS_TEXT_MAX;
 use super::validation::is_category;
@@ -21,8 +21,6 @@ use crate::content::{engine, locale, sms};
 use crate::notification::Channel;
 use crate::problems::{Problems, contains_nul};
 
-/// Bodies of every locale of a version (HTML emails are large).
-pub const TEMPLATE_BODY_LIMIT: usize = 1024 * 1024;
 /// Locales one version may hold.
 const LOCALES_MAX: usize = 100;
 
@@ -33,7 +31,7 @@ pub async fn publish(
     body: Body,
 ) -> Result<Response, ApiError> {
     check_id(&template_id)?;
-    let body = read_json(&headers, body, TEMPLATE_BODY_LIMIT)
+    let body = read_json(&headers, body, BODY_LIMIT)
         .await?
         .unwrap_or(Value::Null);
     let new = validate_version(&body, state.sms_max_segments)?;
@@ -116,7 +114,7 @@ pub async fn preview(
     body: Body,
 ) -> Result<Response, ApiError> {
     check_id(&template_id)?;
-    let body = read_json(&headers, body, super::body::BODY_LIMIT)
+    let body = read_json(&headers, body, BODY_LIMIT)
         .await?
         .unwrap_or_else(|| json!({}));
     let Some(object) = body.as_object() else {

@@ -52,6 +52,15 @@ async fn versions_are_numbered_immutable_and_readable() {
     )
     .await;
     assert_eq!(reply.status, 409, "{}", reply.body);
+
+    // A version's body is held to the API's 64 KiB like any other.
+    let mut large = welcome("Hi");
+    large["locales"]["en"]["text"] = json!("x".repeat(65 * 1024));
+    let path = "/templates/large/versions";
+    let reply = call(&app, Method::POST, path, Some(&large)).await;
+    assert_envelope(&reply.body, 413, path);
+    let reply = call(&app, Method::GET, "/templates/large", None).await;
+    assert_eq!(reply.status, 404, "nothing published");
 }
 
 #[tokio::test]
