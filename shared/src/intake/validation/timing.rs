@@ -33,8 +33,11 @@ pub(super) fn expiry(
                 None => now,
             };
             match parsed {
-                Ok(at) if at <= earliest => {
-                    problems.add("expiresAt", "expiresAt must be after the time it is due");
+                Ok(at) if at < earliest => {
+                    problems.add(
+                        "expiresAt",
+                        "expiresAt must not be before the time it is due",
+                    );
                     None
                 }
                 Ok(at) => Some(Some(Expiry::At(at))),

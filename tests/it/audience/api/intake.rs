@@ -55,6 +55,26 @@ async fn the_audience_fields_of_a_create_are_validated() {
     assert_eq!(factory::count_where(app.pool(), "true").await, 0);
 }
 
+/// Only an `expiresAt` before the due time is refused: one at the due time itself is
+/// taken (and expires when it falls due, unless delivered in that instant).
+#[tokio::test]
+async fn an_expiry_at_the_due_time_is_accepted() {
+    let app = TestApp::spawn().await;
+    let due = (Utc::now() + TimeDelta::days(30))
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    let mut body = create_body("expires-when-due");
+    body.as_object_mut().expect("object").remove("delaySeconds");
+    body["sendAt"] = json!(due);
+    body["expiresAt"] = json!(due);
+    let created = app.post_notification(&body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        (&created.body["scheduledAt"], &created.body["expiresAt"]),
+        (&json!(due), &json!(due))
+    );
+}
+
 #[tokio::test]
 async fn explicit_defaults_replay_and_the_representation_has_the_audience_fields() {
     let app = TestApp::spawn().await;
