@@ -226,7 +226,8 @@ fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
         let text = String::from_utf8_lossy(body);
         return text.contains("name=\"List-Unsubscribe\"") && text.contains("One-Click");
     }
-    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body).is_ok_and(|pairs| {
+    // Some senders end the form with a line break.
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body.trim_ascii()).is_ok_and(|pairs| {
         pairs
             .iter()
             .any(|(k, v)| k == "List-Unsubscribe" && v == "One-Click")

@@ -156,6 +156,21 @@ async fn a_get_shows_a_page_and_changes_nothing_and_a_repeat_is_harmless() {
         .pair();
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(preferences(&app, "cy").await, json!({"categories": {}}));
+
+    // The body ended by a line break, as some senders write it, is RFC 8058's all the same.
+    let (status, body) = app
+        .send(
+            app.request(Method::POST, &format!("/unsubscribe/{other}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("List-Unsubscribe=One-Click\r\n"),
+        )
+        .await
+        .pair();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        preferences(&app, "cy").await["categories"]["promo"]["EMAIL"],
+        json!(false)
+    );
 }
 
 /// The click may come before the client has created the profile, or after it was erased
