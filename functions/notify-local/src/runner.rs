@@ -79,7 +79,8 @@ pub async fn run_local(config: Config) -> anyhow::Result<()> {
     if auth.is_open() {
         let warning = "no API keys exist: EVERY ROUTE IS OPEN TO ANYONE who can reach this port \
                        until one is created (`notify-local keys create --scope operator`); \
-                       from then on every route but /health requires a key";
+                       from then on every route requires one but /health, the API documents, \
+                       the console page and unsubscribe links";
         eprintln!("notify-local: WARNING: {warning}");
         tracing::warn!("{warning}");
     }
