@@ -412,3 +412,63 @@ async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goe
         .await
         .expect("drop");
 }
+
+/// The last migration before every rotated secret keeps its own end.
+const BEFORE_ROTATED_SECRETS: i32 = 26;
+
+#[tokio::test]
+async fn a_previous_secret_inside_its_day_still_signs_after_the_upgrade() {
+    let (admin_url, name, url) = scratch_at(BEFORE_ROTATED_SECRETS).await;
+    let old = db::connect(&url).await.expect("connect");
+    old.batch_execute(
+        "INSERT INTO webhook_endpoints (id, owner_key_id, operator, url, secret, previous_secret,
+                                        previous_secret_valid_until)
+         VALUES ('00000000-0000-0000-0000-00000000000a', gen_random_uuid(), false,
+                 'https://a.example.com/in', 'whsec_bmV3', 'whsec_b2xk',
+                 '2999-01-01T00:00:00Z'),
+                ('00000000-0000-0000-0000-00000000000b', gen_random_uuid(), false,
+                 'https://b.example.com/in', 'whsec_bmV3', 'whsec_b2xk',
+                 now() - interval '1 second'),
+                ('00000000-0000-0000-0000-00000000000c', gen_random_uuid(), false,
+                 'https://c.example.com/in', 'whsec_bmV3', NULL, NULL)",
+    )
+    .await
+    .expect("endpoints of the old release");
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let new = db::connect(&url).await.expect("connect");
+    let rows: Vec<(String, String, Vec<String>, Vec<String>)> = new
+        .query(
+            "SELECT url, secret, previous_secrets,
+                    ARRAY(SELECT to_char(u AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+                          FROM unnest(previous_secrets_valid_until) AS u)
+             FROM webhook_endpoints ORDER BY id",
+            &[],
+        )
+        .await
+        .expect("endpoints")
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect();
+    let row = |url: &str, previous: &[&str], until: &[&str]| {
+        (
+            url.to_string(),
+            "whsec_bmV3".to_string(),
+            previous.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            until.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        rows,
+        vec![
+            row("https://a.example.com/in", &["whsec_b2xk"], &["2999-01-01"]),
+            row("https://b.example.com/in", &[], &[]),
+            row("https://c.example.com/in", &[], &[]),
+        ]
+    );
+    drop(new);
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}

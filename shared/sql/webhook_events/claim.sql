@@ -10,7 +10,7 @@
 --
 -- Only routed events are claimed (see route.sql; a DISPATCHING one was routed, or claimed
 -- before routing existed, for the default URL). Each comes with its destination: the
--- endpoint's URL and secrets (the previous one while it still signs), or none for the
+-- endpoint's URL and secrets (the rotated ones while they still sign), or none for the
 -- default URL; endpoint_found is false when its endpoint was deleted since.
 WITH due AS (
     SELECT id, endpoint_id,
@@ -36,5 +36,7 @@ WHERE e.id = d.id
 RETURNING e.id, coalesce(e.event_id, e.id) AS event_id, e.type, e.notification_id, e.status,
           e.attempt_count, e.body, e.occurred_at, e.dispatch_attempts, e.next_dispatch_at,
           d.give_up, e.endpoint_id, w.id IS NOT NULL AS endpoint_found, w.url, w.secret,
-          CASE WHEN w.previous_secret_valid_until > now() THEN w.previous_secret END
-              AS previous_secret
+          ARRAY(SELECT p.secret
+                FROM unnest(w.previous_secrets, w.previous_secrets_valid_until)
+                     AS p(secret, valid_until)
+                WHERE p.valid_until > now()) AS previous_secrets

@@ -52,6 +52,10 @@ pub fn every_type_for(operator: bool) -> Vec<String> {
 
 /// How long a rotated-out secret keeps signing, next to the new one.
 pub const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+/// Rotated-out secrets that sign at once, each until its own end: every one adds a
+/// signature to each delivery, so a burst of rotations inside one day stops the oldest
+/// early rather than growing the header without bound.
+pub const ROTATED_SECRETS_MAX: i64 = 10;
 
 /// The owner of work created without a key (matches the nil owner of recipients).
 pub const ANONYMOUS_OWNER: Uuid = Uuid::nil();
@@ -67,7 +71,7 @@ pub struct Endpoint {
     pub event_types: Vec<String>,
     #[serde(serialize_with = "crate::notification::serialize_time")]
     pub created_at: DateTime<Utc>,
-    /// While a rotated-out secret still signs.
+    /// Until the last rotated-out secret stops signing (absent when none signs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_secret_valid_until: Option<String>,
 }
@@ -156,7 +160,8 @@ pub async fn delete(
 }
 
 /// A new secret for an endpoint `caller` manages; the current one keeps signing for
-/// [`ROTATION_OVERLAP`]. `None` when there is no endpoint by that id.
+/// [`ROTATION_OVERLAP`], and so do the secrets rotated out before it, each until its own
+/// end (at most [`ROTATED_SECRETS_MAX`]). `None` when there is no endpoint by that id.
 pub struct Rotated {
     pub id: Uuid,
     pub secret: String,
@@ -173,7 +178,13 @@ pub async fn rotate(
     let row = db
         .query_opt(
             &statement,
-            &[&id, &manages(caller), &secret, &millis(ROTATION_OVERLAP)],
+            &[
+                &id,
+                &manages(caller),
+                &secret,
+                &millis(ROTATION_OVERLAP),
+                &ROTATED_SECRETS_MAX,
+            ],
         )
         .await?;
     row.map(|row| {

@@ -213,16 +213,14 @@ fn destination(row: &tokio_postgres::Row) -> Result<Destination, tokio_postgres:
     if !row.try_get::<_, bool>("endpoint_found")? {
         return Ok(Destination::Deleted(id));
     }
-    let secrets = [
-        row.try_get::<_, Option<String>>("secret")?,
-        row.try_get::<_, Option<String>>("previous_secret")?,
-    ];
+    let current = row.try_get::<_, Option<String>>("secret")?;
+    let rotated = row.try_get::<_, Vec<String>>("previous_secrets")?;
     Ok(Destination::Endpoint {
         id,
         url: row.try_get::<_, Option<String>>("url")?.unwrap_or_default(),
-        keys: secrets
+        keys: current
             .iter()
-            .flatten()
+            .chain(&rotated)
             .filter_map(|secret| SigningKey::from_secret(secret))
             .collect(),
     })

@@ -288,10 +288,34 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
 
     let during = owned_event(db, Some(owner), "SENT").await;
     assert_eq!(worker::drain(&drainer).await.delivered, 1);
-    // The overlap ends (as 24 hours later).
+
+    // A second rotation inside the first one's day keeps the promise of the first: the
+    // original secret still signs until its own end, beside both newer ones.
+    let rotate = || async {
+        let (status, rotated) = call(
+            &app,
+            Method::POST,
+            &format!("/webhook-endpoints/{endpoint}/rotate-secret"),
+            &client,
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{rotated}");
+        rotated
+    };
+    let newest_secret = rotate().await["secret"]
+        .as_str()
+        .expect("secret")
+        .to_string();
+    let twice = owned_event(db, Some(owner), "SENT").await;
+    assert_eq!(worker::drain(&drainer).await.delivered, 1);
+
+    // The overlaps end (as 24 hours later).
     execute(
         &db.pool,
-        "UPDATE webhook_endpoints SET previous_secret_valid_until = now() - interval '1 second'
+        "UPDATE webhook_endpoints
+         SET previous_secrets_valid_until =
+                 array_fill(now() - interval '1 second', ARRAY[cardinality(previous_secrets)])
          WHERE id = $1",
         &[&endpoint],
     )
@@ -300,7 +324,7 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
     assert_eq!(worker::drain(&drainer).await.delivered, 1);
 
     let received = receiver.received();
-    assert_eq!(received.len(), 3);
+    assert_eq!(received.len(), 4);
     let now = Utc::now().timestamp();
     let signatures = |i: usize| {
         received[i]
@@ -326,13 +350,39 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
     );
     assert_eq!(check(1, &new_secret), Ok(()), "the new secret verifies");
 
-    assert_eq!(received[2].event_id(), after.to_string());
-    assert_eq!(signatures(2), 1, "one signature after the overlap");
-    assert_eq!(check(2, &new_secret), Ok(()));
-    assert!(
-        check(2, &old_secret).is_err(),
-        "the old secret no longer verifies"
-    );
+    assert_eq!(received[2].event_id(), twice.to_string());
+    assert_eq!(signatures(2), 3, "every secret inside its day signs");
+    for secret in [&old_secret, &new_secret, &newest_secret] {
+        assert_eq!(check(2, secret), Ok(()));
+    }
+
+    assert_eq!(received[3].event_id(), after.to_string());
+    assert_eq!(signatures(3), 1, "one signature after the overlaps");
+    assert_eq!(check(3, &newest_secret), Ok(()));
+    for secret in [&old_secret, &new_secret] {
+        assert!(
+            check(3, secret).is_err(),
+            "a rotated secret no longer verifies"
+        );
+    }
+
+    // A burst of rotations keeps the ten newest rotated-out secrets, no more.
+    for _ in 0..12 {
+        rotate().await;
+    }
+    let kept: i32 = db
+        .pool
+        .get()
+        .await
+        .expect("connection")
+        .query_one(
+            "SELECT cardinality(previous_secrets) FROM webhook_endpoints WHERE id = $1",
+            &[&endpoint],
+        )
+        .await
+        .expect("row")
+        .get(0);
+    assert_eq!(kept, 10);
 }
 
 #[tokio::test]
