@@ -155,4 +155,6 @@ borrowed AS (
     WHERE h.channel = $1 AND health.circuit <> 'CLOSED' AND NOT health.paused
       AND health.circuit_until <= now() AND EXISTS (SELECT 1 FROM claimed)
 )
-SELECT * FROM claimed
+-- `probe`: these rows are the probe of a circuit that was not closed (the sweeper logs
+-- the move to HALF_OPEN).
+SELECT claimed.*, health.circuit <> 'CLOSED' AS probe FROM claimed, health

@@ -97,6 +97,21 @@ pub async fn claim(
     limit: Limit,
     lease: Duration,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+    Ok(claim_and_probe(db, channel, mode, worker_id, limit, lease)
+        .await?
+        .0)
+}
+
+/// [`claim`], and whether what it claimed is the probe of a circuit that was open (only a
+/// paced claim grants probes).
+async fn claim_and_probe(
+    db: &impl GenericClient,
+    channel: Channel,
+    mode: ClaimMode,
+    worker_id: &str,
+    limit: Limit,
+    lease: Duration,
+) -> Result<(Vec<Claimed>, bool), tokio_postgres::Error> {
     let statement = match mode {
         ClaimMode::Free => CLAIM_CHANNEL,
         ClaimMode::Paced => CLAIM_PACED,
@@ -142,7 +157,14 @@ pub async fn claim(
         .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
     // UPDATE ... RETURNING has no order of its own; restore the claim order.
     claimed.sort_by_key(Claimed::claim_order);
-    Ok(claimed)
+    let probe = match mode {
+        ClaimMode::Paced => match rows.first() {
+            Some(row) => row.try_get("probe")?,
+            None => false,
+        },
+        ClaimMode::Free => false,
+    };
+    Ok((claimed, probe))
 }
 
 /// Claims up to `limit` due notifications of a paced `channel` (see [`ClaimMode::Paced`])
@@ -160,7 +182,7 @@ pub async fn claim_paced(
     let transaction = db.transaction().await?;
     let lock = LOCK_CHANNEL.prepare(&transaction).await?;
     transaction.execute(&lock, &[&channel]).await?;
-    let claimed = claim(
+    let (claimed, probe) = claim_and_probe(
         &transaction,
         channel,
         ClaimMode::Paced,
@@ -170,6 +192,14 @@ pub async fn claim_paced(
     )
     .await?;
     transaction.commit().await?;
+    if probe {
+        // Every state change of a circuit is logged once: opened and closed where the
+        // outcomes are observed, half-open here, where the probe is granted.
+        tracing::info!(
+            channel = channel.as_str(),
+            "circuit half-open: one probe claimed"
+        );
+    }
     Ok(claimed)
 }
 
