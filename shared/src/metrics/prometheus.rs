@@ -121,6 +121,9 @@ impl Snapshot {
         let paused = Family::<Labels, Gauge>::default();
         let window_calls = Family::<Labels, Gauge>::default();
         let window_temporary = Family::<Labels, Gauge>::default();
+        let circuit_since = Family::<Labels, Gauge>::default();
+        let paused_until = Family::<Labels, Gauge>::default();
+        let failure_ratio = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let rate = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let tokens = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         for state in &self.channels {
@@ -137,6 +140,15 @@ impl Snapshot {
             window_temporary
                 .get_or_create(&channel)
                 .set(state.temporary);
+            circuit_since
+                .get_or_create(&channel)
+                .set(state.circuit_since.timestamp());
+            paused_until
+                .get_or_create(&channel)
+                .set(state.paused_until.map_or(0, |until| until.timestamp()));
+            failure_ratio
+                .get_or_create(&channel)
+                .set(state.failure_ratio());
             for (class, per_second, now) in &state.budgets {
                 let mut labels = channel.clone();
                 labels.push(("class".to_string(), class.as_str().to_string()));
@@ -148,6 +160,21 @@ impl Snapshot {
             "channel_circuit_state",
             "Circuit breaker per channel: 0 closed, 1 half-open, 2 open",
             circuit,
+        );
+        registry.register(
+            "channel_circuit_since_seconds",
+            "When the circuit entered its current state (Unix time)",
+            circuit_since,
+        );
+        registry.register(
+            "channel_paused_until_seconds",
+            "When the channel's pause ends (Unix time; 0 when not paused)",
+            paused_until,
+        );
+        registry.register(
+            "channel_failure_ratio",
+            "Temporary failures over calls in the circuit breaker's current window",
+            failure_ratio,
         );
         registry.register(
             "channel_paused",

@@ -477,3 +477,47 @@ async fn the_database_files_latencies_into_the_codes_buckets() {
         assert_eq!(bucket, expected, "latency {latency:?}");
     }
 }
+
+/// Prometheus carries what `GET /providers` shows of each channel: the circuit's state and
+/// since when, the window's failure ratio, and until when the channel is paused.
+#[tokio::test]
+async fn prometheus_carries_each_channels_circuit_since_failure_ratio_and_pause() {
+    let app = TestApp::spawn().await;
+    let db = &app.db;
+    db.execute(
+        "UPDATE channel_health
+         SET circuit = 'OPEN', circuit_since = '2026-01-02T03:04:05Z',
+             circuit_until = now() + interval '1 hour'
+         WHERE channel = 'EMAIL'",
+        &[],
+    )
+    .await;
+    db.execute(
+        "UPDATE channel_health
+         SET paused_until = '2999-01-01T00:00:00Z', pause_reason = 'throttled'
+         WHERE channel = 'SMS'",
+        &[],
+    )
+    .await;
+    db.execute(
+        "INSERT INTO channel_calls (channel, second, calls, temporary)
+         VALUES ('SMS', date_trunc('second', now()), 8, 2)",
+        &[],
+    )
+    .await;
+
+    let text = prometheus_text(app.request(Method::GET, "/metrics?format=prometheus")).await;
+    let scrape = parse_exposition(&text);
+    let since = by_label(&scrape, "notify_channel_circuit_since_seconds", "channel");
+    assert_eq!(since["EMAIL"], 1_767_323_045.0, "{text}");
+    let paused = by_label(&scrape, "notify_channel_paused_until_seconds", "channel");
+    assert_eq!(
+        (paused["SMS"], paused["EMAIL"]),
+        (32_472_144_000.0, 0.0),
+        "{text}"
+    );
+    let ratio = by_label(&scrape, "notify_channel_failure_ratio", "channel");
+    assert_eq!((ratio["SMS"], ratio["PUSH"]), (0.25, 0.0), "{text}");
+    let state = by_label(&scrape, "notify_channel_circuit_state", "channel");
+    assert_eq!(state["EMAIL"], 2.0, "{text}");
+}
