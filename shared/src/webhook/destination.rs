@@ -57,9 +57,22 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
         Some("multicast")
     } else if ip.is_broadcast() || a >= 240 {
         Some("reserved")
+    } else if is_special_purpose_v4(ip) {
+        Some("special-purpose")
     } else {
         None
     }
+}
+
+/// IANA's special-purpose blocks that no public receiver lives in: protocol assignments
+/// (192.0.0.0/24), documentation (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and
+/// benchmarking (198.18.0.0/15). Some networks route them internally.
+fn is_special_purpose_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    matches!(
+        (a, b, c),
+        (192, 0, 0) | (192, 0, 2) | (198, 51, 100) | (203, 0, 113) | (198, 18..=19, _)
+    )
 }
 
 fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
@@ -72,10 +85,17 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("multicast")
     } else if first & 0xffc0 == 0xfe80 {
         Some("link-local")
-    } else if first & 0xfe00 == 0xfc00 {
+    } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfec0 {
+        // Unique local, and the site-local block it replaced.
         Some("private")
+    } else if (first == 0x2001 && ip.segments()[1] == 0x0db8)
+        || (first == 0x0100 && ip.segments()[1..4].iter().all(|&x| x == 0))
+    {
+        // Documentation (2001:db8::/32) and discard-only (100::/64).
+        Some("special-purpose")
     } else if embedded_v4(ip).is_some_and(|v4| refusal_v4(v4).is_some()) {
-        // ::a.b.c.d (IPv4-compatible), 64:ff9b::a.b.c.d and 64:ff9b:1::/48 (NAT64),
+        // ::a.b.c.d (IPv4-compatible), ::ffff:0:a.b.c.d (IPv4-translated),
+        // 64:ff9b::a.b.c.d and 64:ff9b:1::/48 (NAT64),
         // 2002:aabb:ccdd::/48 (6to4) and Teredo's client reach the IPv4 address.
         Some("embedded IPv4")
     } else {
@@ -90,9 +110,11 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
         Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8)
     };
     let compatible = s[..6].iter().all(|&x| x == 0);
+    // ::ffff:0:a.b.c.d, IPv4-translated (SIIT).
+    let translated = s[..4].iter().all(|&x| x == 0) && s[4] == 0xffff && s[5] == 0;
     let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|&x| x == 0);
     let local_nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1;
-    if compatible || nat64 || local_nat64 {
+    if compatible || translated || nat64 || local_nat64 {
         Some(v4(s[6], s[7]))
     } else if s[0] == 0x2002 {
         Some(v4(s[1], s[2]))
@@ -277,6 +299,16 @@ mod tests {
             "2002:7f00:1::",
             "2002:a9fe:a9fe::1",
             "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "::ffff:0:7f00:1",
+            "fec0::1",
+            "2001:db8::1",
+            "100::1",
+            "192.0.0.1",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "198.51.100.7",
+            "203.0.113.9",
         ] {
             let ip: IpAddr = refused.parse().expect("address");
             assert!(refusal(ip).is_some(), "{refused} must be refused");
@@ -287,6 +319,11 @@ mod tests {
             "2606:4700::1111",
             "::ffff:8.8.8.8",
             "2002:808:808::1",
+            "::ffff:0:808:808",
+            "198.20.0.1",
+            "192.0.3.1",
+            "2001:db9::1",
+            "100:0:0:1::1",
         ] {
             let ip: IpAddr = allowed.parse().expect("address");
             assert_eq!(refusal(ip), None, "{allowed} must be allowed");
