@@ -472,3 +472,61 @@ async fn a_previous_secret_inside_its_day_still_signs_after_the_upgrade() {
         .await
         .expect("drop");
 }
+
+/// The last migration before attempts are keyed by their notification.
+const BEFORE_ATTEMPTS_KEYED_BY_NOTIFICATION: i32 = 27;
+
+#[tokio::test]
+async fn attempts_keep_their_order_when_keyed_by_their_notification() {
+    let (admin_url, name, url) = scratch_at(BEFORE_ATTEMPTS_KEYED_BY_NOTIFICATION).await;
+    let old = db::connect(&url).await.expect("connect");
+    old.batch_execute(
+        "INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at,
+                                        finished_at, outcome, error)
+         SELECT n, a, 'old-worker', now(), now(), o, o
+         FROM unnest(ARRAY['00000000-0000-0000-0000-00000000000a'::uuid,
+                           '00000000-0000-0000-0000-00000000000b'::uuid,
+                           '00000000-0000-0000-0000-00000000000a'::uuid,
+                           '00000000-0000-0000-0000-00000000000a'::uuid],
+                     ARRAY[1, 1, 1, 2],
+                     ARRAY['THROTTLED', 'DELIVERED', 'TEMPORARY', 'DELIVERED'])
+              WITH ORDINALITY AS t(n, a, o, i)
+         ORDER BY i",
+    )
+    .await
+    .expect("attempts of the old release");
+    drop(old);
+
+    db::migrate(&url).await.expect("upgrade");
+    let new = db::connect(&url).await.expect("connect");
+    let listing = crate::database::statement_file("delivery_attempts/list");
+    let first: Vec<(i32, String)> = new
+        .query(listing.as_str(), &[&uuid::Uuid::from_u128(0xa)])
+        .await
+        .expect("list")
+        .iter()
+        .map(|row| (row.get("attempt"), row.get("outcome")))
+        .collect();
+    assert_eq!(
+        first,
+        [
+            (1, "THROTTLED".to_string()),
+            (1, "TEMPORARY".to_string()),
+            (2, "DELIVERED".to_string())
+        ]
+    );
+    let key: String = new
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE conname = 'delivery_attempts_pkey'",
+            &[],
+        )
+        .await
+        .expect("key")
+        .get(0);
+    assert_eq!(key, "PRIMARY KEY (notification_id, id)");
+    drop(new);
+    notify_local::scratch::drop_database(&admin_url, &name)
+        .await
+        .expect("drop");
+}

@@ -65,6 +65,18 @@ the floor before (p99 5.85 and 5.19 ms), 0.78 and 0.73 × after (p99 4.96 and 5.
 No cost beyond the noise. Retention's purge now deletes a notification's webhook events
 itself, so that they are counted, where a trigger deleted them before; B10 at 6925b09 is
 in the B10 section.
+
+### Attempts keyed by their notification (V28, 2026-12-07)
+
+`delivery_attempts` had two B-trees, its primary key on `id` and
+`delivery_attempts_by_notification (notification_id, id)`; every statement reads attempts
+by notification, so V28 makes the second the primary key and drops the first. Two builds,
+without and with V28, alternated five times each on the idle 2-core AMD EPYC host
+(`notify-bench --only B2,B7 --workers 1 --runs 1 --no-build --no-docs`): B7 2,222–2,231 B
+per notification without, 2,203–2,212 B with (`delivery_attempts` 203–204 → 181 B); B2
+PostgreSQL CPU 95–110 µs (mean 102) without, 95–107 µs (mean 101) with, drains of
+15,369–17,269 /s and 15,769–17,970 /s. The storage falls by one index entry per provider
+call; the CPU difference is inside the noise.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
