@@ -8,7 +8,8 @@ WITH matched AS (
     UPDATE delivery_attempts d
     SET delivered_at = $2
     FROM matched m
-    WHERE d.id = m.id AND d.delivered_at IS NULL
+    -- By the whole key (V28): the attempt's number alone is in no index.
+    WHERE d.notification_id = m.notification_id AND d.id = m.id AND d.delivered_at IS NULL
     RETURNING d.id
 )
 SELECT (SELECT count(*) FROM marked) AS marked,
