@@ -12,8 +12,9 @@ pub const SEND_AT_HORIZON_DAYS: i64 = 365;
 
 pub const TTL_SECONDS_MAX: i64 = 2_592_000;
 
-/// `expiresAt` (absolute, after the due time) or `ttlSeconds` (from the due time), not
-/// both: `Some(None)` when neither is given, `None` after a problem.
+/// `expiresAt` (absolute, not before the due time; one at the due time itself expires when
+/// due, since a claim takes only what has not expired) or `ttlSeconds` (from the due
+/// time), not both: `Some(None)` when neither is given, `None` after a problem.
 pub(super) fn expiry(
     object: &serde_json::Map<String, Value>,
     now: DateTime<Utc>,

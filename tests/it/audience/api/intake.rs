@@ -56,7 +56,7 @@ async fn the_audience_fields_of_a_create_are_validated() {
 }
 
 /// Only an `expiresAt` before the due time is refused: one at the due time itself is
-/// taken (and expires when it falls due, unless delivered in that instant).
+/// taken (and expires as it falls due: a claim takes only what has not expired).
 #[tokio::test]
 async fn an_expiry_at_the_due_time_is_accepted() {
     let app = TestApp::spawn().await;
