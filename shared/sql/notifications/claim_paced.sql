@@ -155,6 +155,6 @@ borrowed AS (
     WHERE h.channel = $1 AND health.circuit <> 'CLOSED' AND NOT health.paused
       AND health.circuit_until <= now() AND EXISTS (SELECT 1 FROM claimed)
 )
--- `probe`: these rows are the probe of a circuit that was not closed (the sweeper logs
--- the move to HALF_OPEN).
-SELECT claimed.*, health.circuit <> 'CLOSED' AS probe FROM claimed, health
+-- `probe`: these rows are the probe of a circuit that was OPEN (the sweeper logs its move
+-- to HALF_OPEN; a new probe of a circuit already HALF_OPEN changes no state).
+SELECT claimed.*, health.circuit = 'OPEN' AS probe FROM claimed, health

@@ -102,7 +102,7 @@ pub async fn claim(
         .0)
 }
 
-/// [`claim`], and whether what it claimed is the probe of a circuit that was open (only a
+/// [`claim`], and whether what it claimed is the probe of a circuit that was OPEN (only a
 /// paced claim grants probes).
 async fn claim_and_probe(
     db: &impl GenericClient,
@@ -167,6 +167,14 @@ async fn claim_and_probe(
     Ok((claimed, probe))
 }
 
+/// What a paced claim took, and whether it is the probe of a circuit that was open (the
+/// circuit is HALF_OPEN from this claim on).
+#[derive(Debug)]
+pub struct PacedClaim {
+    pub claimed: Vec<Claimed>,
+    pub probe: bool,
+}
+
 /// Claims up to `limit` due notifications of a paced `channel` (see [`ClaimMode::Paced`])
 /// in a transaction that first waits for the channel's turn. Under load many sweepers
 /// claim the same channel at once; waiting inside the claim statement would leave it with
@@ -178,7 +186,7 @@ pub async fn claim_paced(
     worker_id: &str,
     limit: Limit,
     lease: Duration,
-) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+) -> Result<PacedClaim, tokio_postgres::Error> {
     let transaction = db.transaction().await?;
     let lock = LOCK_CHANNEL.prepare(&transaction).await?;
     transaction.execute(&lock, &[&channel]).await?;
@@ -192,15 +200,7 @@ pub async fn claim_paced(
     )
     .await?;
     transaction.commit().await?;
-    if probe {
-        // Every state change of a circuit is logged once: opened and closed where the
-        // outcomes are observed, half-open here, where the probe is granted.
-        tracing::info!(
-            channel = channel.as_str(),
-            "circuit half-open: one probe claimed"
-        );
-    }
-    Ok(claimed)
+    Ok(PacedClaim { claimed, probe })
 }
 
 /// Prepares (once per connection) the statements between the claim and the provider call

@@ -31,8 +31,8 @@ pub mod stats;
 pub use attempts::{AttemptRecord, DeliveryMark, attempts, mark_delivered};
 pub use cancel::cancel;
 pub use claim::{
-    ClaimMode, Claimed, Fenced, Limit, claim, claim_paced, fence, prepare_fence, release,
-    start_fence,
+    ClaimMode, Claimed, Fenced, Limit, PacedClaim, claim, claim_paced, fence, prepare_fence,
+    release, start_fence,
 };
 pub use content::{cancel_campaign, show_templates};
 pub use insert::{BatchOutcome, Due, Expiry, InsertOutcome, NewNotification, insert, insert_batch};

@@ -2,6 +2,8 @@
 //! each paced channel in its own short transaction with its token buckets.
 
 use super::Sweeper;
+use super::deliver::log_circuit;
+use crate::channel::Circuit;
 use crate::domain::Class;
 use crate::notification::Channel;
 use crate::queue::{self, ClaimMode, Claimed, Limit};
@@ -66,7 +68,12 @@ impl Sweeper {
             };
             let channel_claims =
                 match queue::claim_paced(&mut db, channel, &self.worker_id, limit, lease).await {
-                    Ok(channel_claims) => channel_claims,
+                    Ok(paced) => {
+                        if paced.probe {
+                            log_circuit(channel, Circuit::HalfOpen);
+                        }
+                        paced.claimed
+                    }
                     Err(error) => {
                         failure = Some(error.into());
                         break;

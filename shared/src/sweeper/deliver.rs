@@ -241,7 +241,9 @@ fn passes(error: &tokio_postgres::Error) -> bool {
     })
 }
 
-fn log_circuit(channel: Channel, circuit: Circuit) {
+/// Every state change of a circuit is logged once: opened and closed where a batch's
+/// outcomes are observed, half-open where the claim takes the probe.
+pub(super) fn log_circuit(channel: Channel, circuit: Circuit) {
     match circuit {
         Circuit::Open => tracing::error!(channel = channel.as_str(), "circuit opened"),
         Circuit::Closed => tracing::warn!(channel = channel.as_str(), "circuit closed"),

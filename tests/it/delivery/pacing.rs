@@ -179,6 +179,7 @@ async fn racing_claims_get_the_burst_plus_the_rate_for_the_time_they_ran() {
                 )
                 .await
                 .expect("claim")
+                .claimed
                 .len();
             }
             (claimed, asked)
