@@ -352,7 +352,7 @@ async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goe
     // Behind: migrated, and so only once the lock (held here) is released.
     let holder = db::connect(&url).await.expect("connect");
     holder
-        .execute("SELECT pg_advisory_lock(x'6e6f746966796d67'::int8)", &[])
+        .execute("SELECT pg_advisory_lock($1)", &[&db::MIGRATION_LOCK_KEY])
         .await
         .expect("take the migration lock");
     let waiting = tokio::spawn({
@@ -365,7 +365,7 @@ async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goe
         "a schema behind waits for the migration lock"
     );
     holder
-        .execute("SELECT pg_advisory_unlock(x'6e6f746966796d67'::int8)", &[])
+        .execute("SELECT pg_advisory_unlock($1)", &[&db::MIGRATION_LOCK_KEY])
         .await
         .expect("release");
     waiting.await.expect("task").expect("migrated");
@@ -381,7 +381,7 @@ async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goe
 
     // Current: returns at once although the lock is held.
     holder
-        .execute("SELECT pg_advisory_lock(x'6e6f746966796d67'::int8)", &[])
+        .execute("SELECT pg_advisory_lock($1)", &[&db::MIGRATION_LOCK_KEY])
         .await
         .expect("take the migration lock");
     tokio::time::timeout(
@@ -392,7 +392,7 @@ async fn a_current_schema_starts_without_the_lock_and_one_behind_or_diverged_goe
     .expect("a current schema does not wait for the lock")
     .expect("current");
     holder
-        .execute("SELECT pg_advisory_unlock(x'6e6f746966796d67'::int8)", &[])
+        .execute("SELECT pg_advisory_unlock($1)", &[&db::MIGRATION_LOCK_KEY])
         .await
         .expect("release");
 

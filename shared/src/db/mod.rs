@@ -24,7 +24,7 @@ mod embedded_migrations {
 }
 
 /// Advisory lock key that serialises migrations across processes ("notifymg" in ASCII).
-const MIGRATION_LOCK_KEY: i64 = 0x6e6f_7469_6679_6d67;
+pub const MIGRATION_LOCK_KEY: i64 = 0x6e6f_7469_6679_6d67;
 
 /// How certificates are checked when TLS is requested, following libpq's `sslmode` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,30 +164,18 @@ pub async fn migrate_unless_current(pool: &DbPool, url: &str) -> anyhow::Result<
 }
 
 async fn schema_is_current(pool: &DbPool) -> bool {
-    let Ok(client) = pool.get().await else {
-        return false;
-    };
-    // Fails (and says "not current") while the history table does not exist.
-    let Ok(rows) = client
-        .query(
-            "SELECT version, checksum FROM refinery_schema_history ORDER BY version",
-            &[],
-        )
-        .await
-    else {
+    let Ok(mut client) = pool.get().await else {
         return false;
     };
     let runner = embedded_migrations::migrations::runner();
-    let mut embedded: Vec<(i32, String)> = runner
-        .get_migrations()
-        .iter()
-        .map(|m| (m.version(), m.checksum().to_string()))
-        .collect();
+    // Fails (and says "not current") while the history table does not exist.
+    let Ok(mut applied) = runner.get_applied_migrations_async(&mut **client).await else {
+        return false;
+    };
+    let mut embedded = runner.get_migrations().clone();
+    applied.sort();
     embedded.sort();
-    let applied: Vec<(i32, String)> = rows
-        .iter()
-        .filter_map(|row| Some((row.try_get("version").ok()?, row.try_get("checksum").ok()?)))
-        .collect();
+    // Migration's equality is its version, name and checksum.
     applied == embedded
 }
 
