@@ -15,7 +15,10 @@
 -- Events of an endpoint deleted since are left out of both: nothing can be done about
 -- them (the drainer gives them up), and a replay would only give them up again.
 WITH late AS (
-    SELECT e.endpoint_id, e.routed_at IS NOT NULL AS routed, e.next_dispatch_at
+    -- A DISPATCHING row never routed was claimed before routing existed, for the
+    -- default URL (as claim.sql takes it).
+    SELECT e.endpoint_id, e.routed_at IS NOT NULL OR e.dispatch_state = 'DISPATCHING' AS routed,
+           e.next_dispatch_at
     FROM webhook_events e
     WHERE e.dispatch_state IN ('PENDING', 'DISPATCHING')
       AND e.next_dispatch_at <= now() - $2::float8 * interval '1 second'

@@ -21,7 +21,8 @@ pub const DEAD_LETTER_CRITICAL: i64 = 100;
 /// second figure.
 pub const QUEUE_LAG_WARNING_SECONDS: f64 = 60.0;
 pub const QUEUE_LAG_CRITICAL_SECONDS: f64 = 600.0;
-/// The outbox's oldest due event this late is a backlog (warning; critical at the second).
+/// A destination whose oldest due webhook event is this late has a backlog (warning;
+/// critical at the second).
 pub const WEBHOOK_LAG_WARNING_SECONDS: f64 = 300.0;
 pub const WEBHOOK_LAG_CRITICAL_SECONDS: f64 = 3600.0;
 /// Late events are counted per destination among this many of the oldest, so that the
@@ -178,7 +179,9 @@ pub(super) fn lag_finding(lane: &stats::LaneLag, pending: i64) -> Option<Finding
 }
 
 pub(super) fn outbox_findings(health: &outbox::OutboxHealth) -> Vec<Finding> {
-    let destinations = |list: &serde_json::Value| list.as_array().cloned().unwrap_or_default();
+    fn destinations(list: &serde_json::Value) -> &[serde_json::Value] {
+        list.as_array().map(Vec::as_slice).unwrap_or_default()
+    }
     let mut findings: Vec<Finding> = destinations(&health.late_by_destination)
         .iter()
         .map(backlog_finding)
