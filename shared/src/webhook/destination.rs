@@ -64,15 +64,12 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
     }
 }
 
-/// IANA's special-purpose blocks that no public receiver lives in: protocol assignments
-/// (192.0.0.0/24), documentation (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and
-/// benchmarking (198.18.0.0/15). Some networks route them internally.
+/// IANA's special-purpose blocks that no public receiver lives in: documentation
+/// (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24), protocol assignments (192.0.0.0/24)
+/// and benchmarking (198.18.0.0/15). Some networks route them internally.
 fn is_special_purpose_v4(ip: Ipv4Addr) -> bool {
     let [a, b, c, _] = ip.octets();
-    matches!(
-        (a, b, c),
-        (192, 0, 0) | (192, 0, 2) | (198, 51, 100) | (203, 0, 113) | (198, 18..=19, _)
-    )
+    ip.is_documentation() || matches!((a, b, c), (192, 0, 0) | (198, 18..=19, _))
 }
 
 fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {

@@ -423,8 +423,8 @@ median of 7 or 9 starts): api 20.4–28.1 ms, worker 32.7–46.1 ms over six set
 - **Kept (2026-12-07): the schema check on a pool connection.** `notify-local` now reads
   the migration history (versions and checksums) on the first connection of its pool and
   runs the migrator, with its own connection and the advisory lock, only when the history
-  differs from the embedded migrations; the sweeper's start and the key check then find
-  that connection open. Three alternated sets of 7 starts each on a migrated database,
+  differs from the embedded migrations; with one role (`api` or `worker`, as B6 starts
+  them) the sweeper's start or the key check then finds that connection open. Three alternated sets of 7 starts each on a migrated database,
   idle 2-core AMD EPYC host (`bench/scripts/start_time.py`: spawn, poll `/health` every millisecond):
   worker medians 22.7, 22.5 and 24.2 ms before, 18.5, 19.6 and 17.3 ms after; api 16.0,
   18.1 and 18.8 ms before, 11.1, 12.9 and 12.9 ms after.
