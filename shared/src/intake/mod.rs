@@ -1,6 +1,7 @@
 //! The HTTP API: one axum [`Router`] served by `intake-api` on Lambda and by
 //! `notify-local` on a socket.
 
+mod accept;
 pub mod admit;
 mod batch;
 mod body;

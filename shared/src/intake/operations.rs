@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::AppState;
+use super::accept::prefers;
 use super::body::{BODY_LIMIT, read_json};
 use super::error::ApiError;
 use super::handlers::parse_id;
@@ -156,31 +157,6 @@ pub async fn digest(State(state): State<AppState>) -> Result<Response, ApiError>
     Ok(Json(digest).into_response())
 }
 
-/// Whether an `Accept` header asks for `text/plain` over `application/json`: media types
-/// compared without case, each weighed by its `q` (1 when absent). JSON stays the default:
-/// it wins a tie, and wildcards count for neither.
-fn prefers_prometheus_text(accept: &str) -> bool {
-    let weight = |wanted: &str| {
-        accept
-            .split(',')
-            .filter_map(|range| {
-                let mut parts = range.split(';');
-                let media = parts.next()?.trim();
-                if !media.eq_ignore_ascii_case(wanted) {
-                    return None;
-                }
-                let q = parts
-                    .filter_map(|p| p.split_once('='))
-                    .find(|(name, _)| name.trim().eq_ignore_ascii_case("q"))
-                    .map_or(Some(1.0), |(_, value)| value.trim().parse::<f64>().ok())?;
-                Some(q)
-            })
-            .fold(0.0_f64, f64::max)
-    };
-    let text = weight("text/plain");
-    text > 0.0 && text > weight("application/json")
-}
-
 /// JSON by default; Prometheus text for `Accept: text/plain` or `?format=prometheus`.
 pub async fn metrics(
     State(state): State<AppState>,
@@ -211,7 +187,7 @@ pub async fn metrics(
         None => headers
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(prefers_prometheus_text),
+            .is_some_and(|accept| prefers(accept, "text/plain", "application/json")),
     };
     let db = state.pool.get().await?;
     let snapshot = Snapshot::read(&db, &state.providers.circuit).await?;
@@ -225,34 +201,5 @@ pub async fn metrics(
         Ok(response)
     } else {
         Ok(Json(snapshot.summary()).into_response())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefers_prometheus_text;
-
-    #[test]
-    fn accept_picks_prometheus_text_by_type_and_weight() {
-        for text in [
-            "text/plain",
-            "TEXT/Plain; version=0.0.4",
-            "application/json;q=0.1, text/plain",
-            "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1",
-        ] {
-            assert!(prefers_prometheus_text(text), "{text}");
-        }
-        for json in [
-            "",
-            "*/*",
-            "application/json",
-            "text/plain, application/json",
-            "text/plain;q=0",
-            "text/plain;q=0.5, application/json",
-            "text/plain;q=nonsense",
-            "text/html",
-        ] {
-            assert!(!prefers_prometheus_text(json), "{json}");
-        }
     }
 }

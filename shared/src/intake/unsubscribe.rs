@@ -247,7 +247,7 @@ fn wants_html(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/html"))
+        .is_some_and(|accept| super::accept::prefers(accept, "text/html", "application/json"))
 }
 
 fn what(unsubscribe: &Unsubscribe) -> String {
