@@ -1,8 +1,9 @@
 -- The endpoints of one owner ($1), oldest first; secrets are never listed.
 SELECT id, url, event_types, operator, created_at,
        -- The last moment a rotated secret still signs (NULL when none does): the newest
-       -- rotated secret, first in the array, ends last.
-       CASE WHEN previous_secrets_valid_until[1] > now() THEN previous_secrets_valid_until[1] END
+       -- rotated secret ends last, and rotate.sql keeps it in previous_secret too (as does
+       -- a process of the release before V27).
+       CASE WHEN previous_secret_valid_until > now() THEN previous_secret_valid_until END
            AS previous_secret_valid_until
 FROM webhook_endpoints
 WHERE owner_key_id = $1

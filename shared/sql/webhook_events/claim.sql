@@ -36,7 +36,12 @@ WHERE e.id = d.id
 RETURNING e.id, coalesce(e.event_id, e.id) AS event_id, e.type, e.notification_id, e.status,
           e.attempt_count, e.body, e.occurred_at, e.dispatch_attempts, e.next_dispatch_at,
           d.give_up, e.endpoint_id, w.id IS NOT NULL AS endpoint_found, w.url, w.secret,
+          -- The rotated-out secrets still inside their day, and one a process of the
+          -- release before V27 rotated out (kept only in previous_secret).
           ARRAY(SELECT p.secret
                 FROM unnest(w.previous_secrets, w.previous_secrets_valid_until)
                      AS p(secret, valid_until)
-                WHERE p.valid_until > now()) AS previous_secrets
+                WHERE p.valid_until > now()
+                UNION
+                SELECT w.previous_secret WHERE w.previous_secret_valid_until > now())
+              AS previous_secrets

@@ -315,7 +315,8 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
         &db.pool,
         "UPDATE webhook_endpoints
          SET previous_secrets_valid_until =
-                 array_fill(now() - interval '1 second', ARRAY[cardinality(previous_secrets)])
+                 array_fill(now() - interval '1 second', ARRAY[cardinality(previous_secrets)]),
+             previous_secret_valid_until = now() - interval '1 second'
          WHERE id = $1",
         &[&endpoint],
     )
@@ -367,22 +368,53 @@ async fn a_rotated_secret_signs_next_to_the_new_one_during_the_overlap_and_not_a
     }
 
     // A burst of rotations keeps the ten newest rotated-out secrets, no more.
+    let mut last_secret = String::new();
     for _ in 0..12 {
-        rotate().await;
+        last_secret = rotate().await["secret"]
+            .as_str()
+            .expect("secret")
+            .to_string();
     }
-    let kept: i32 = db
-        .pool
-        .get()
-        .await
-        .expect("connection")
-        .query_one(
-            "SELECT cardinality(previous_secrets) FROM webhook_endpoints WHERE id = $1",
-            &[&endpoint],
-        )
-        .await
-        .expect("row")
-        .get(0);
-    assert_eq!(kept, 10);
+    let kept = |secret: String| async move {
+        let row = db
+            .pool
+            .get()
+            .await
+            .expect("connection")
+            .query_one(
+                "SELECT cardinality(previous_secrets), $2 = ANY (previous_secrets)
+                 FROM webhook_endpoints WHERE id = $1",
+                &[&endpoint, &secret],
+            )
+            .await
+            .expect("row");
+        (row.get::<_, i32>(0), row.get::<_, bool>(1))
+    };
+    assert_eq!(kept(last_secret.clone()).await, (10, false));
+
+    // During a rollout a process of the release before V27 rotates as it did, into the
+    // single previous_secret: that secret still signs, and the next rotation keeps it.
+    let rolled = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    execute(
+        &db.pool,
+        "UPDATE webhook_endpoints
+         SET previous_secret = secret, previous_secret_valid_until = now() + interval '1 day',
+             secret = $2
+         WHERE id = $1",
+        &[&endpoint, &rolled],
+    )
+    .await;
+    let rollout = owned_event(db, Some(owner), "SENT").await;
+    assert_eq!(worker::drain(&drainer).await.delivered, 1);
+    let received = receiver.received();
+    let last = received.last().expect("delivered");
+    assert_eq!(last.event_id(), rollout.to_string());
+    let now = Utc::now().timestamp();
+    for secret in [rolled, last_secret.as_str()] {
+        assert_eq!(verify(secret, &last.headers, &last.body, now), Ok(()));
+    }
+    rotate().await;
+    assert_eq!(kept(last_secret).await, (10, true));
 }
 
 #[tokio::test]
