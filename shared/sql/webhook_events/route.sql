@@ -1,6 +1,7 @@
--- Decides where up to $1 new events go, oldest first. An event of a notification goes to
--- every endpoint of the client that created it (the nil key: work created without a
--- key); an event of no notification (a circuit change) to the operators' endpoints. Of
+-- Decides where up to $1 new events go, oldest first. An event of a notification, or a
+-- campaign's campaign.done, goes to every endpoint of the client that created it (the nil
+-- key: work created without a key); an event of neither (a circuit change) to the
+-- operators' endpoints. Of
 -- those, only endpoints subscribed to the event's type: the row itself takes the first,
 -- a copy carrying the same event_id is written for each other one.
 --
@@ -12,10 +13,16 @@
 -- exist but none subscribes to the type, $4 when there is none and no default URL either.
 WITH batch AS (
     SELECT e.id, e.type, e.notification_id, e.status, e.attempt_count, e.body, e.occurred_at,
-           coalesce(n.owner_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS owner,
-           $2 AND e.notification_id IS NOT NULL AND n.owner_key_id IS NULL AS to_default
+           coalesce(n.owner_key_id, c.owner, '00000000-0000-0000-0000-000000000000'::uuid)
+               AS owner,
+           e.notification_id IS NULL AND c.id IS NULL AS to_operators,
+           $2 AND ((e.notification_id IS NOT NULL AND n.owner_key_id IS NULL)
+                   OR c.owner IS NOT DISTINCT FROM '00000000-0000-0000-0000-000000000000'::uuid)
+               AS to_default
     FROM webhook_events e
     LEFT JOIN notifications n ON n.id = e.notification_id
+    LEFT JOIN campaigns c
+           ON e.type = 'campaign.done' AND c.id = (e.body ->> 'campaignId')::uuid
     WHERE e.routed_at IS NULL AND e.dispatch_state = 'PENDING' AND e.next_dispatch_at <= now()
     ORDER BY e.next_dispatch_at
     LIMIT $1
@@ -26,7 +33,7 @@ candidates AS (
            w.event_types IS NULL OR b.type = ANY (w.event_types) AS subscribed
     FROM batch b
     JOIN webhook_endpoints w
-      ON CASE WHEN b.notification_id IS NULL THEN w.operator ELSE w.owner_key_id = b.owner END
+      ON CASE WHEN b.to_operators THEN w.operator ELSE w.owner_key_id = b.owner END
 ),
 targets AS (
     SELECT id, endpoint_id,

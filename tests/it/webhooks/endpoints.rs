@@ -781,6 +781,70 @@ async fn circuit_events_reach_operator_endpoints_only() {
     assert!(ops_failures.received().is_empty() && clients.received().is_empty());
 }
 
+/// `campaign.done` belongs to the client that created the campaign: its endpoints get it,
+/// another client's and the operators' do not.
+#[tokio::test]
+async fn a_campaigns_done_event_reaches_the_endpoints_of_the_client_that_created_it() {
+    let app = open_app().await;
+    let db = &app.db;
+    let (_, operator) = key(db, "ops", Scope::Operator).await;
+    let (creator, client) = key(db, "client", Scope::Client).await;
+    let (_, other) = key(db, "other", Scope::Client).await;
+    let ops = Receiver::start(&[], Reply::Status(200)).await;
+    let creators = Receiver::start(&[], Reply::Status(200)).await;
+    let others = Receiver::start(&[], Reply::Status(200)).await;
+    register(&app, &operator, json!({"url": ops.url})).await;
+    register(&app, &client, json!({"url": creators.url})).await;
+    register(&app, &other, json!({"url": others.url})).await;
+    let campaign = Uuid::new_v4();
+    execute(
+        &db.pool,
+        "INSERT INTO templates (template_id, channel, latest_version) VALUES ('news', 'EMAIL', 1)",
+        &[],
+    )
+    .await;
+    execute(
+        &db.pool,
+        "INSERT INTO template_versions (template_id, version, default_locale, locales, sample_data)
+         VALUES ('news', 1, 'en', '{\"en\": {\"subject\": \"News\", \"text\": \"News\"}}', '{}')",
+        &[],
+    )
+    .await;
+    execute(
+        &db.pool,
+        "INSERT INTO campaigns (id, owner, idempotency_key, fingerprint, name, channel,
+                                template_id, template_version, data, category, priority,
+                                recipient_ids, audience_size, expanded, status, finished_at)
+         VALUES ($1, $2, 'spring', repeat('0', 64), 'spring', 'EMAIL', 'news', 1, '{}',
+                 'general', 2, ARRAY['a'], 1, 1, 'DONE', now())",
+        &[&campaign, &creator],
+    )
+    .await;
+    // What finishing the campaign writes (campaigns/finish.sql).
+    execute(
+        &db.pool,
+        "INSERT INTO webhook_events (id, type, body, occurred_at)
+         VALUES (gen_random_uuid(), 'campaign.done',
+                 jsonb_build_object('campaignId', $1::uuid, 'status', 'DONE'), now())",
+        &[&campaign],
+    )
+    .await;
+
+    let drainer = worker::drainer(&db.pool, &closed_port_url().await.0, 10)
+        .destinations(OPEN)
+        .build();
+    let outcome = worker::drain(&drainer).await;
+    assert_eq!((outcome.claimed, outcome.delivered), (1, 1), "{outcome:?}");
+    let received = creators.received();
+    assert_eq!(received.len(), 1);
+    let body = received[0].json();
+    assert_eq!(
+        (&body["type"], &body["campaignId"]),
+        (&json!("campaign.done"), &json!(campaign))
+    );
+    assert!(ops.received().is_empty() && others.received().is_empty());
+}
+
 #[tokio::test]
 async fn a_notifications_events_show_each_endpoints_delivery() {
     let app = open_app().await;
