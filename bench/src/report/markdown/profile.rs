@@ -77,6 +77,17 @@ per notification without, 2,203–2,212 B with (`delivery_attempts` 203–204 �
 PostgreSQL CPU 95–110 µs (mean 102) without, 95–107 µs (mean 101) with, drains of
 15,369–17,269 /s and 15,769–17,970 /s. The storage falls by one index entry per provider
 call; the CPU difference is inside the noise.
+
+### The routing and paced-claim changes of 2026-12-07
+
+Routing now joins `campaigns` (a `campaign.done` event goes to the campaign's creator) and
+the paced claim returns whether it took a circuit's probe. Release builds of a4b01b9 and
+4c56671 alternated three times on the idle 2-core AMD EPYC host, `notify-bench --only B2
+--workers 1 --runs 1 --no-build --no-docs`: PostgreSQL CPU per notification 108, 112 and
+103 µs before, 104, 102 and 113 µs after. The paced claim, before (ddf6475) and after
+(4c56671), alternated twice, `notify-bench --only B9 --runs 1 --no-build --no-docs`:
+transactional p99 85.8 and 84.1 ms before, 83.4 and 93.2 ms after; the campaign drained in
+66.2 and 66.1 s before, 66.2 and 65.9 s after. Neither moves beyond the noise.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
