@@ -88,6 +88,23 @@ the paced claim returns whether it took a circuit's probe. Release builds of a4b
 (4c56671), alternated twice, `notify-bench --only B9 --runs 1 --no-build --no-docs`:
 transactional p99 85.8 and 84.1 ms before, 83.4 and 93.2 ms after; the campaign drained in
 66.2 and 66.1 s before, 66.2 and 65.9 s after. Neither moves beyond the noise.
+
+### Tried and dropped: one trigger per statement (2026-12-07, 2-core Intel Xeon host)
+
+An insert into `notifications` fires three statement triggers (the queue, the counts, the
+campaign counts) and so does an update; a claim and a record run eight statements in
+triggers between them. A profile of the one-worker B2 drain at cedd3b7 (`perf record -a
+-g`, shares of PostgreSQL's samples with the function anywhere on the stack): the
+PL/pgSQL triggers 14.5 %, index insertion 12.2 %, executor start-up 6.4 %, CHECK
+constraints 6.1 %, `ON CONFLICT` arbitration 4.2 %, plan-cache checks 3.8 %. A migration
+that replaced the three triggers of each event by one running a single statement (the
+same writes as parts of one query, old and new rows joined once, the queue row updated in
+place instead of upserted, the campaign counts read only from rows whose status changed)
+was built and alternated with cedd3b7: `notify-bench --only B2 --workers 1 --runs 1
+--no-build --no-docs`, four runs each, 135–141 µs of PostgreSQL CPU per notification
+(12,047–12,579 /s) without it and 140–142 µs (11,850–12,049 /s) with it; `--only B3
+--runs 1`, two runs each, 0.79 and 0.77 × the floor without, 0.72 and 0.76 with. The
+triggers' cost is their per-row work, not their number, so it was left out.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
