@@ -7,7 +7,7 @@
 WITH cleared AS (
     UPDATE channel_health h
     SET circuit = 'CLOSED', circuit_since = now(), circuit_until = NULL,
-        paused_until = NULL, pause_reason = NULL
+        paused_until = NULL, pause_reason = NULL, paused_since = NULL
     FROM (SELECT circuit, pause_reason FROM channel_health WHERE channel = $1 FOR UPDATE) AS old
     WHERE h.channel = $1 AND (h.circuit <> 'CLOSED' OR h.paused_until IS NOT NULL)
     RETURNING old.circuit AS circuit_before, old.pause_reason AS pause_before

@@ -8,12 +8,22 @@
 --     was throttled or refused for the account's configuration says neither, and the
 --     next probe may be claimed once the channel's pause is over.
 -- An OPEN circuit stays open $7 seconds. Every change to OPEN or CLOSED writes a webhook
--- event (circuit.opened, circuit.closed). Returns the state before and after.
+-- event (circuit.opened, circuit.closed). A pause that begins while the channel is not
+-- paused starts now; one that lengthens a running pause keeps its start. The batch's
+-- throttled ($11) and misconfiguration-refused ($12) calls are added to the channel's
+-- running totals. Returns the state before and after.
 WITH counted AS (
     INSERT INTO channel_calls AS c (channel, second, calls, temporary)
     VALUES ($1, date_trunc('second', now()), $2::int8, $3::int8)
     ON CONFLICT (channel, second) DO UPDATE
     SET calls = c.calls + excluded.calls, temporary = c.temporary + excluded.temporary
+), refused AS (
+    INSERT INTO provider_refusal_counts AS r (channel, outcome, calls)
+    SELECT $1, o.outcome, o.calls
+    FROM (VALUES ('THROTTLED', $11::int8), ('PROVIDER_MISCONFIGURED', $12::int8))
+        AS o(outcome, calls)
+    WHERE o.calls > 0
+    ON CONFLICT (channel, outcome) DO UPDATE SET calls = r.calls + excluded.calls
 ), pruned AS (
     DELETE FROM channel_calls WHERE channel = $1 AND second < now() - interval '10 minutes'
 ), health AS (
@@ -61,7 +71,10 @@ WITH counted AS (
                             THEN $8 ELSE h.paused_until END,
         pause_reason = CASE WHEN $8::timestamptz IS NOT NULL
                                  AND (h.paused_until IS NULL OR h.paused_until < $8)
-                            THEN $9 ELSE h.pause_reason END
+                            THEN $9 ELSE h.pause_reason END,
+        paused_since = CASE WHEN $8::timestamptz IS NOT NULL
+                                 AND (h.paused_until IS NULL OR h.paused_until <= now())
+                            THEN now() ELSE h.paused_since END
     FROM decided d
     WHERE h.channel = $1 AND h.circuit = d.before
       AND (d.after <> d.before OR d.probe_unanswered

@@ -68,6 +68,10 @@ pub struct Observation {
     /// undeliverable): what closes a half-open circuit. A throttle or a refusal for the
     /// account's configuration is neither this nor a temporary failure.
     pub answered: i64,
+    /// Calls the provider throttled, and calls it refused for the account's configuration:
+    /// added to the channel's running totals.
+    pub throttled: i64,
+    pub misconfigured: i64,
     /// Pause the channel until then, and why (a 429, a misconfiguration).
     pub pause: Option<(DateTime<Utc>, String)>,
 }
@@ -117,6 +121,8 @@ pub async fn observe(
                 &pause_until,
                 &pause_reason,
                 &seen.answered,
+                &seen.throttled,
+                &seen.misconfigured,
             ],
         )
         .await?;
@@ -133,6 +139,13 @@ pub struct ChannelState {
     pub circuit_since: DateTime<Utc>,
     pub paused_until: Option<DateTime<Utc>>,
     pub pause_reason: Option<String>,
+    /// When the current pause began (None when not paused, or when a release that did not
+    /// record it started the pause).
+    pub paused_since: Option<DateTime<Utc>>,
+    /// Calls the provider throttled, and refused for the account's configuration, since
+    /// the channel was first served (running totals).
+    pub throttled_total: i64,
+    pub misconfigured_total: i64,
     /// Calls and temporary failures in the current window.
     pub calls: i64,
     pub temporary: i64,
@@ -184,6 +197,9 @@ pub async fn read(
             circuit_since: row.try_get("circuit_since")?,
             paused_until: row.try_get("paused_until")?,
             pause_reason: row.try_get("pause_reason")?,
+            paused_since: row.try_get("paused_since")?,
+            throttled_total: row.try_get("throttled_total")?,
+            misconfigured_total: row.try_get("misconfigured_total")?,
             calls: row.try_get("calls")?,
             temporary: row.try_get("temporary")?,
             budgets,

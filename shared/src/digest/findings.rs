@@ -131,8 +131,13 @@ pub(super) fn channel_findings(state: &channel::ChannelState) -> Vec<Finding> {
             title: format!("{channel} is paused until {}", format_time(until)),
             evidence: json!({
                 "channel": channel,
+                "since": state.paused_since.as_ref().map(format_time),
                 "pausedUntil": format_time(until),
                 "reason": reason,
+                "failureRatio": round(state.failure_ratio()),
+                "calls": state.calls,
+                "throttledTotal": state.throttled_total,
+                "misconfiguredTotal": state.misconfigured_total,
             }),
             action: format!(
                 "A throttle pauses briefly and needs nothing; a misconfiguration needs the \

@@ -124,10 +124,19 @@ impl Snapshot {
         let circuit_since = Family::<Labels, Gauge>::default();
         let paused_until = Family::<Labels, Gauge>::default();
         let failure_ratio = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        let refused = Family::<Labels, Gauge>::default();
         let rate = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let tokens = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         for state in &self.channels {
             let channel = vec![("channel".to_string(), state.channel.as_str().to_string())];
+            for (outcome, calls) in [
+                ("THROTTLED", state.throttled_total),
+                ("PROVIDER_MISCONFIGURED", state.misconfigured_total),
+            ] {
+                let mut labels = channel.clone();
+                labels.push(("outcome".to_string(), outcome.to_string()));
+                refused.get_or_create(&labels).set(calls);
+            }
             circuit.get_or_create(&channel).set(match state.circuit {
                 Circuit::Closed => 0,
                 Circuit::HalfOpen => 1,
@@ -180,6 +189,11 @@ impl Snapshot {
             "channel_paused",
             "1 while the channel is paused (throttled or misconfigured provider)",
             paused,
+        );
+        registry.register(
+            "provider_refused_calls",
+            "Calls a channel's real provider throttled or refused for the account's configuration, running total by channel and outcome",
+            refused,
         );
         registry.register(
             "channel_window_calls",

@@ -190,8 +190,12 @@ impl Sweeper {
                 ProviderOutcome::Throttled {
                     retry_after,
                     reason,
-                } => Some((retry_after.unwrap_or(THROTTLE_PAUSE), reason.as_str())),
+                } => {
+                    observation.throttled += 1;
+                    Some((retry_after.unwrap_or(THROTTLE_PAUSE), reason.as_str()))
+                }
                 ProviderOutcome::Misconfigured(reason) => {
+                    observation.misconfigured += 1;
                     tracing::error!(channel = claim.channel.as_str(), %reason, "provider misconfigured; channel paused");
                     Some((MISCONFIGURED_PAUSE, reason.as_str()))
                 }

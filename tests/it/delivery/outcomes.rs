@@ -217,6 +217,21 @@ async fn every_outcome_class_does_what_the_table_says() {
             ))
             .await;
         assert_eq!(paused, i64::from(row.paused), "{context}");
+        let state = channel::read(&db.pool.get().await.expect("db"), &circuit())
+            .await
+            .expect("channels")
+            .into_iter()
+            .find(|state| state.channel == row.channel)
+            .expect("the channel's state");
+        assert_eq!(state.paused_since.is_some(), row.paused, "{context}");
+        assert_eq!(
+            (state.throttled_total, state.misconfigured_total),
+            (
+                i64::from(row.outcome == "THROTTLED"),
+                i64::from(row.outcome == "PROVIDER_MISCONFIGURED")
+            ),
+            "{context}"
+        );
         if row.status == Status::Sent {
             assert!(stored.provider_message_id.is_some(), "{context}");
         }
@@ -433,4 +448,84 @@ async fn a_throttled_probe_neither_closes_nor_reopens_the_circuit() {
         .count("SELECT count(*) FROM webhook_events WHERE type = 'circuit.closed'")
         .await;
     assert_eq!(closed, 1);
+}
+
+/// A pause keeps the moment it began while batches lengthen it, a pause after a gap
+/// begins anew, and the throttled and misconfigured calls of every batch add up.
+#[tokio::test]
+async fn a_pause_keeps_its_start_while_it_lengthens_and_refused_calls_add_up() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("db");
+    let config = circuit();
+    let pause = |seconds: i64, reason: &str| {
+        Some((
+            chrono::Utc::now() + chrono::TimeDelta::seconds(seconds),
+            reason.to_string(),
+        ))
+    };
+    let email = |states: Vec<channel::ChannelState>| {
+        states
+            .into_iter()
+            .find(|state| state.channel == Channel::Email)
+            .expect("email")
+    };
+    let throttled = channel::Observation {
+        calls: 3,
+        throttled: 2,
+        pause: pause(60, "THROTTLED"),
+        ..Default::default()
+    };
+    channel::observe(&conn, Channel::Email, &throttled, &config)
+        .await
+        .expect("observe");
+    let first = email(channel::read(&conn, &config).await.expect("read"));
+    let began = first.paused_since.expect("paused since");
+    assert_eq!((first.throttled_total, first.misconfigured_total), (2, 0));
+
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let misconfigured = channel::Observation {
+        calls: 1,
+        misconfigured: 1,
+        pause: pause(120, "PROVIDER_MISCONFIGURED"),
+        ..Default::default()
+    };
+    channel::observe(&conn, Channel::Email, &misconfigured, &config)
+        .await
+        .expect("observe");
+    let longer = email(channel::read(&conn, &config).await.expect("read"));
+    assert_eq!(
+        longer.paused_since,
+        Some(began),
+        "a longer pause keeps its start"
+    );
+    assert_eq!(
+        longer.pause_reason.as_deref(),
+        Some("PROVIDER_MISCONFIGURED")
+    );
+    assert_eq!((longer.throttled_total, longer.misconfigured_total), (2, 1));
+
+    // The pause ends; the next one starts anew.
+    conn.execute(
+        "UPDATE channel_health SET paused_until = now() - interval '1 second'
+         WHERE channel = 'EMAIL'",
+        &[],
+    )
+    .await
+    .expect("end the pause");
+    let ended = email(channel::read(&conn, &config).await.expect("read"));
+    assert_eq!((ended.paused_until, ended.paused_since), (None, None));
+    channel::observe(&conn, Channel::Email, &throttled, &config)
+        .await
+        .expect("observe");
+    let again = email(channel::read(&conn, &config).await.expect("read"));
+    assert!(again.paused_since.expect("paused since") > began);
+    assert_eq!((again.throttled_total, again.misconfigured_total), (4, 1));
+    // Other channels counted nothing.
+    let sms = channel::read(&conn, &config)
+        .await
+        .expect("read")
+        .into_iter()
+        .find(|state| state.channel == Channel::Sms)
+        .expect("sms");
+    assert_eq!((sms.throttled_total, sms.misconfigured_total), (0, 0));
 }

@@ -116,7 +116,8 @@ async fn an_open_circuit_is_critical_a_half_open_one_and_a_pause_are_warnings() 
     app.db
         .execute(
             "UPDATE channel_health SET circuit = 'HALF_OPEN', circuit_until = now() + interval '5 seconds',
-                    paused_until = now() + interval '60 seconds', pause_reason = 'PROVIDER_MISCONFIGURED'
+                    paused_until = now() + interval '60 seconds', pause_reason = 'PROVIDER_MISCONFIGURED',
+                    paused_since = '2026-01-02T03:04:05Z'
              WHERE channel = 'SMS'",
             &[],
         )
@@ -141,6 +142,9 @@ async fn an_open_circuit_is_critical_a_half_open_one_and_a_pause_are_warnings() 
     assert_eq!(findings[0]["evidence"]["channel"], "EMAIL");
     assert_eq!(findings[0]["evidence"]["circuit"], "OPEN");
     assert_eq!(findings[1]["evidence"]["reason"], "PROVIDER_MISCONFIGURED");
+    assert_eq!(findings[1]["evidence"]["since"], "2026-01-02T03:04:05.000Z");
+    assert_eq!(findings[1]["evidence"]["failureRatio"], 0.0);
+    assert_eq!(findings[1]["evidence"]["misconfiguredTotal"], 0);
     assert_eq!(findings[2]["evidence"]["channel"], "SMS");
 }
 

@@ -505,6 +505,12 @@ async fn prometheus_carries_each_channels_circuit_since_failure_ratio_and_pause(
         &[],
     )
     .await;
+    db.execute(
+        "INSERT INTO provider_refusal_counts (channel, outcome, calls)
+         VALUES ('SMS', 'THROTTLED', 7), ('PUSH', 'PROVIDER_MISCONFIGURED', 3)",
+        &[],
+    )
+    .await;
 
     let text = prometheus_text(app.request(Method::GET, "/metrics?format=prometheus")).await;
     let scrape = parse_exposition(&text);
@@ -520,4 +526,23 @@ async fn prometheus_carries_each_channels_circuit_since_failure_ratio_and_pause(
     assert_eq!((ratio["SMS"], ratio["PUSH"]), (0.25, 0.0), "{text}");
     let state = by_label(&scrape, "notify_channel_circuit_state", "channel");
     assert_eq!(state["EMAIL"], 2.0, "{text}");
+    let refused: HashMap<(String, String), f64> = samples(&scrape, "notify_provider_refused_calls")
+        .into_iter()
+        .map(|s| {
+            let label = |name| s.labels.get(name).unwrap_or_default().to_string();
+            ((label("channel"), label("outcome")), value(s))
+        })
+        .collect();
+    assert_eq!(refused.len(), 6, "every channel and outcome: {text}");
+    assert_eq!(refused[&("SMS".into(), "THROTTLED".into())], 7.0, "{text}");
+    assert_eq!(
+        refused[&("PUSH".into(), "PROVIDER_MISCONFIGURED".into())],
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        refused[&("EMAIL".into(), "THROTTLED".into())],
+        0.0,
+        "{text}"
+    );
 }
