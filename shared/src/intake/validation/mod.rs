@@ -104,25 +104,31 @@ pub fn validate_create_for(
     };
     problems.only(object, &FIELDS);
 
-    let target = match (object.get("recipient"), object.get("recipientId")) {
-        (Some(_), None) => match problems.required_text(object, "recipient", RECIPIENT_MAX) {
+    // Of each pair that excludes the other, each one given is checked, then that exactly
+    // one is: every failing field is reported at once.
+    let address = object.contains_key("recipient").then(|| {
+        match problems.required_text(object, "recipient", RECIPIENT_MAX) {
             // The mark an erased notification carries; no address is spelled so.
             Some(address) if address == ERASED_RECIPIENT => {
                 problems.add("recipient", "recipient [erased] is reserved");
                 None
             }
-            address => address.map(RequestTarget::Address),
-        },
-        (None, Some(Value::String(id))) if is_recipient_id(id) => {
-            Some(RequestTarget::Profile(id.clone()))
+            address => address,
         }
-        (None, Some(_)) => {
+    });
+    let profile = object.get("recipientId").map(|id| match id {
+        Value::String(id) if is_recipient_id(id) => Some(id.clone()),
+        _ => {
             problems.add(
                 "recipientId",
                 "recipientId must be 1 to 128 letters, digits or ._:@-",
             );
             None
         }
+    });
+    let target = match (address, profile) {
+        (Some(address), None) => address.map(RequestTarget::Address),
+        (None, Some(id)) => id.map(RequestTarget::Profile),
         _ => {
             problems.add(
                 "recipient",
@@ -146,12 +152,16 @@ pub fn validate_create_for(
         "HIGH, NORMAL, LOW",
     );
     let idempotency_key = problems.required_text(object, "idempotencyKey", IDEMPOTENCY_KEY_MAX);
-    let (payload, template) = match (object.get("payload"), object.get("template")) {
-        (Some(payload), None) => (literal_payload(payload, &mut problems), None),
-        (None, Some(template)) => match template_use(template, &mut problems) {
-            Some((template, data)) => (Some(data), Some(template)),
-            None => (None, None),
-        },
+    let payload = object
+        .get("payload")
+        .map(|payload| literal_payload(payload, &mut problems));
+    let template = object
+        .get("template")
+        .map(|template| template_use(template, &mut problems));
+    let (payload, template) = match (payload, template) {
+        (Some(payload), None) => (payload, None),
+        (None, Some(Some((template, data)))) => (Some(data), Some(template)),
+        (None, Some(None)) => (None, None),
         _ => {
             problems.add("payload", "Provide exactly one of payload or template");
             (None, None)
@@ -183,32 +193,24 @@ pub fn validate_create_for(
         }
     };
 
-    let (due, send_at, delay_seconds) = match (object.get("sendAt"), object.get("delaySeconds")) {
-        (Some(send_at), None) => match parse_send_at(send_at, now) {
-            Ok(at) => (Some(Due::At(at)), Some(at), None),
+    // Each of the two is checked when given, then that exactly one is: every failing field
+    // is reported at once.
+    let send_at = match object.get("sendAt") {
+        None => None,
+        Some(value) => Some(match parse_send_at(value, now) {
+            Ok(at) => Some(at),
             Err(message) => {
                 problems.add("sendAt", message);
-                (None, None, None)
+                None
             }
-        },
-        (None, Some(delay)) => match crate::problems::integer(delay) {
-            Some(seconds) if (1..=DELAY_SECONDS_MAX).contains(&seconds) => {
-                let seconds = seconds as i32;
-                (Some(Due::AfterSeconds(seconds)), None, Some(seconds))
-            }
-            // Out of range, as is a whole number too large to hold exactly (1e23).
-            _ if delay.as_f64().is_some_and(|f| f.fract() == 0.0) => {
-                problems.add(
-                    "delaySeconds",
-                    format!("delaySeconds must be between 1 and {DELAY_SECONDS_MAX}"),
-                );
-                (None, None, None)
-            }
-            _ => {
-                problems.add("delaySeconds", "delaySeconds must be an integer");
-                (None, None, None)
-            }
-        },
+        }),
+    };
+    let delay_seconds = object
+        .get("delaySeconds")
+        .map(|value| delay_seconds(value, &mut problems));
+    let (due, send_at, delay_seconds) = match (send_at, delay_seconds) {
+        (Some(at), None) => (at.map(Due::At), at, None),
+        (None, Some(seconds)) => (seconds.map(Due::AfterSeconds), None, seconds),
         _ => {
             problems.add("sendAt", "Provide exactly one of sendAt or delaySeconds");
             (None, None, None)
@@ -286,6 +288,26 @@ fn required_one_of<T>(
             None
         }
         Some(value) => problems.one_of(field, value.as_str(), parse, allowed),
+    }
+}
+
+/// `delaySeconds`: a whole number of seconds from 1 to [`DELAY_SECONDS_MAX`]; `None` after
+/// a problem.
+fn delay_seconds(value: &Value, problems: &mut Problems) -> Option<i32> {
+    match crate::problems::integer(value) {
+        Some(seconds) if (1..=DELAY_SECONDS_MAX).contains(&seconds) => Some(seconds as i32),
+        // Out of range, as is a whole number too large to hold exactly (1e23).
+        _ if value.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            problems.add(
+                "delaySeconds",
+                format!("delaySeconds must be between 1 and {DELAY_SECONDS_MAX}"),
+            );
+            None
+        }
+        _ => {
+            problems.add("delaySeconds", "delaySeconds must be an integer");
+            None
+        }
     }
 }
 
@@ -410,6 +432,53 @@ mod tests {
         assert_eq!(
             errors[0].errors,
             ["Provide exactly one of sendAt or delaySeconds"]
+        );
+    }
+
+    #[test]
+    fn both_of_an_exclusive_pair_given_report_their_own_problems_too() {
+        let mut body = valid();
+        body["recipientId"] = json!("no spaces allowed");
+        body["template"] = json!({"id": "welcome"});
+        body["payload"] = json!([1]);
+        body["sendAt"] = json!("yesterday");
+        body["delaySeconds"] = json!(-1);
+        body["expiresAt"] = json!("soon");
+        body["ttlSeconds"] = json!(0);
+        let errors = validate_create(&body, now()).expect_err("invalid");
+        let messages = |field: &str| -> Vec<String> {
+            errors
+                .iter()
+                .find(|e| e.field == field)
+                .map(|e| e.errors.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            messages("recipient"),
+            ["Provide exactly one of recipient or recipientId"]
+        );
+        assert_eq!(
+            messages("recipientId"),
+            ["recipientId must be 1 to 128 letters, digits or ._:@-"]
+        );
+        assert_eq!(messages("payload").len(), 2, "{errors:?}");
+        assert_eq!(
+            messages("payload")[1],
+            "Provide exactly one of payload or template"
+        );
+        assert_eq!(messages("sendAt").len(), 2, "{errors:?}");
+        assert_eq!(
+            messages("delaySeconds"),
+            ["delaySeconds must be between 1 and 31536000"]
+        );
+        assert_eq!(messages("expiresAt").len(), 2, "{errors:?}");
+        assert_eq!(
+            messages("expiresAt")[1],
+            "Provide at most one of expiresAt or ttlSeconds"
+        );
+        assert_eq!(
+            messages("ttlSeconds"),
+            ["ttlSeconds must be an integer between 1 and 2592000"]
         );
     }
 

@@ -14,56 +14,74 @@ pub const TTL_SECONDS_MAX: i64 = 2_592_000;
 
 /// `expiresAt` (absolute, not before the due time; one at the due time itself expires when
 /// due, since a claim takes only what has not expired) or `ttlSeconds` (from the due
-/// time), not both: `Some(None)` when neither is given, `None` after a problem.
+/// time), not both: `Some(None)` when neither is given, `None` after a problem. Each is
+/// checked when given, then that at most one is, so every failing field is reported.
 pub(super) fn expiry(
     object: &serde_json::Map<String, Value>,
     now: DateTime<Utc>,
     due: Option<Due>,
     problems: &mut Problems,
 ) -> Option<Option<Expiry>> {
-    match (object.get("expiresAt"), object.get("ttlSeconds")) {
+    let at = object
+        .get("expiresAt")
+        .map(|at| expires_at(at, now, due, problems));
+    let ttl = object
+        .get("ttlSeconds")
+        .map(|ttl| ttl_seconds(ttl, problems));
+    match (at, ttl) {
         (None, None) => Some(None),
-        (Some(at), None) => {
-            let parsed = at
-                .as_str()
-                .ok_or_else(|| "expiresAt must be a valid ISO 8601 date-time".to_string())
-                .and_then(|text| parse_iso("expiresAt", text));
-            let earliest = match due {
-                Some(Due::At(at)) => at.max(now),
-                Some(Due::AfterSeconds(seconds)) => now + TimeDelta::seconds(i64::from(seconds)),
-                None => now,
-            };
-            match parsed {
-                Ok(at) if at < earliest => {
-                    problems.add(
-                        "expiresAt",
-                        "expiresAt must not be before the time it is due",
-                    );
-                    None
-                }
-                Ok(at) => Some(Some(Expiry::At(at))),
-                Err(message) => {
-                    problems.add("expiresAt", message);
-                    None
-                }
-            }
-        }
-        (None, Some(ttl)) => match crate::problems::integer(ttl) {
-            Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => {
-                Some(Some(Expiry::AfterSeconds(seconds as i32)))
-            }
-            _ => {
-                problems.add(
-                    "ttlSeconds",
-                    format!("ttlSeconds must be an integer between 1 and {TTL_SECONDS_MAX}"),
-                );
-                None
-            }
-        },
+        (Some(at), None) => at.map(|at| Some(Expiry::At(at))),
+        (None, Some(ttl)) => ttl.map(|seconds| Some(Expiry::AfterSeconds(seconds))),
         (Some(_), Some(_)) => {
             problems.add(
                 "expiresAt",
                 "Provide at most one of expiresAt or ttlSeconds",
+            );
+            None
+        }
+    }
+}
+
+/// `expiresAt`: an ISO 8601 date-time not before the time the notification is due.
+fn expires_at(
+    at: &Value,
+    now: DateTime<Utc>,
+    due: Option<Due>,
+    problems: &mut Problems,
+) -> Option<DateTime<Utc>> {
+    let parsed = at
+        .as_str()
+        .ok_or_else(|| "expiresAt must be a valid ISO 8601 date-time".to_string())
+        .and_then(|text| parse_iso("expiresAt", text));
+    let earliest = match due {
+        Some(Due::At(at)) => at.max(now),
+        Some(Due::AfterSeconds(seconds)) => now + TimeDelta::seconds(i64::from(seconds)),
+        None => now,
+    };
+    match parsed {
+        Ok(at) if at < earliest => {
+            problems.add(
+                "expiresAt",
+                "expiresAt must not be before the time it is due",
+            );
+            None
+        }
+        Ok(at) => Some(at),
+        Err(message) => {
+            problems.add("expiresAt", message);
+            None
+        }
+    }
+}
+
+/// `ttlSeconds`: a whole number of seconds from 1 to [`TTL_SECONDS_MAX`].
+fn ttl_seconds(ttl: &Value, problems: &mut Problems) -> Option<i32> {
+    match crate::problems::integer(ttl) {
+        Some(seconds) if (1..=TTL_SECONDS_MAX).contains(&seconds) => Some(seconds as i32),
+        _ => {
+            problems.add(
+                "ttlSeconds",
+                format!("ttlSeconds must be an integer between 1 and {TTL_SECONDS_MAX}"),
             );
             None
         }
