@@ -161,7 +161,8 @@ pub async fn rotate_secret(
 }
 
 /// `GET /webhook-events?status=&endpointId=&limit=&cursor=`: newest first, keyset pages.
-/// A client sees the events of its own endpoints only.
+/// A client sees the events of its own endpoints only, and an `endpointId` not its own is
+/// not found, as in a replay. An operator may name a deleted endpoint: its history stays.
 pub async fn list_events(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -170,6 +171,11 @@ pub async fn list_events(
     let mut filter = parse_event_query(query.as_deref().unwrap_or(""))?;
     filter.owner = endpoints::manages(&caller);
     let db = state.pool.get().await?;
+    if let (Some(id), Some(_)) = (filter.endpoint, filter.owner)
+        && !endpoints::is_managed(&db, &caller, id).await?
+    {
+        return Err(not_found(id));
+    }
     let mut items = events::list(
         &db,
         &EventFilter {

@@ -213,6 +213,31 @@ async fn two_clients_each_receive_only_their_own_events_and_the_default_url_the_
     );
     assert_eq!(second["nextCursor"], Value::Null);
     assert_ne!(first["items"][1], second["items"][0]);
+    // Filtered by its own endpoint a client sees that endpoint's events; by another's, the
+    // endpoint is not found, as in a replay.
+    let (status, own) = call(
+        &app,
+        Method::GET,
+        &format!("/webhook-events?endpointId={a_failures_endpoint}"),
+        &a_key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    assert_eq!(own["items"].as_array().map(Vec::len), Some(1), "{own}");
+    let (status, other) = call(
+        &app,
+        Method::GET,
+        &format!("/webhook-events?endpointId={a_endpoint}"),
+        &b_key,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{other}");
+    assert_eq!(
+        other["message"],
+        format!("Webhook endpoint {a_endpoint} not found")
+    );
 
     let path = format!("/webhook-endpoints/{a_endpoint}");
     let (status, _) = call(&app, Method::DELETE, &path, &b_key, None).await;
