@@ -195,16 +195,15 @@ pub fn validate_create_for(
 
     // Each of the two is checked when given, then that exactly one is: every failing field
     // is reported at once.
-    let send_at = match object.get("sendAt") {
-        None => None,
-        Some(value) => Some(match parse_send_at(value, now) {
+    let send_at = object
+        .get("sendAt")
+        .map(|value| match parse_send_at(value, now) {
             Ok(at) => Some(at),
             Err(message) => {
                 problems.add("sendAt", message);
                 None
             }
-        }),
-    };
+        });
     let delay_seconds = object
         .get("delaySeconds")
         .map(|value| delay_seconds(value, &mut problems));
