@@ -10,10 +10,11 @@ SELECT h.channel,
        CASE WHEN h.paused_until > now() THEN h.paused_until END AS paused_until,
        CASE WHEN h.paused_until > now() THEN h.pause_reason END AS pause_reason,
        CASE WHEN h.paused_until > now() THEN h.paused_since END AS paused_since,
-       (SELECT coalesce(sum(r.calls) FILTER (WHERE r.outcome = 'THROTTLED'), 0)
-        FROM provider_refusal_counts r WHERE r.channel = h.channel)::int8 AS throttled_total,
-       (SELECT coalesce(sum(r.calls) FILTER (WHERE r.outcome = 'PROVIDER_MISCONFIGURED'), 0)
-        FROM provider_refusal_counts r WHERE r.channel = h.channel)::int8 AS misconfigured_total,
+       coalesce((SELECT r.calls FROM provider_refusal_counts r
+                 WHERE r.channel = h.channel AND r.outcome = 'THROTTLED'), 0) AS throttled_total,
+       coalesce((SELECT r.calls FROM provider_refusal_counts r
+                 WHERE r.channel = h.channel AND r.outcome = 'PROVIDER_MISCONFIGURED'), 0)
+           AS misconfigured_total,
        coalesce(sum(c.calls), 0)::int8 AS calls,
        coalesce(sum(c.temporary), 0)::int8 AS temporary
 FROM channel_health h
