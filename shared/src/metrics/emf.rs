@@ -62,7 +62,7 @@ fn now_ms() -> i64 {
 }
 
 /// The counts a sweeper invocation reports.
-pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 12] {
+pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 13] {
     [
         ("Claimed", outcome.claimed),
         ("Sent", outcome.sent),
@@ -71,6 +71,7 @@ pub fn sweeper_counts(outcome: &SweepOutcome) -> [(&'static str, u64); 12] {
         ("DeadLettered", outcome.dead_lettered),
         ("Deferred", outcome.deferred),
         ("Recovered", outcome.recovered),
+        ("Refunded", outcome.refunded),
         ("Suppressed", outcome.suppressed),
         ("Expired", outcome.expired),
         ("Purged", outcome.purged),
@@ -99,20 +100,26 @@ pub async fn emit_sweeper(outcome: &SweepOutcome, pool: &Pool, circuit: &Circuit
         .collect();
     counts.extend(channel_counts(&channels));
     let counts: Vec<(&str, u64)> = counts.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    let text = line("sweeper", &counts, lag, &[], now_ms());
+    let gauges = channel_gauges(&channels);
+    let gauges: Vec<(&str, f64)> = gauges.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let text = line("sweeper", &counts, lag, &gauges, now_ms());
     println!("{text}");
     text
+}
+
+fn channel_name(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Email => "Email",
+        Channel::Sms => "Sms",
+        Channel::Push => "Push",
+    }
 }
 
 /// Per channel: `EmailCircuitOpen` (1 while open or half-open) and `EmailPaused`.
 fn channel_counts(channels: &[ChannelState]) -> Vec<(String, u64)> {
     let mut counts = Vec::new();
     for state in channels {
-        let name = match state.channel {
-            Channel::Email => "Email",
-            Channel::Sms => "Sms",
-            Channel::Push => "Push",
-        };
+        let name = channel_name(state.channel);
         let open = state.circuit != Circuit::Closed;
         counts.push((format!("{name}CircuitOpen"), u64::from(open)));
         counts.push((
@@ -121,6 +128,29 @@ fn channel_counts(channels: &[ChannelState]) -> Vec<(String, u64)> {
         ));
     }
     counts
+}
+
+/// Per channel, the figures `GET /providers` and Prometheus show too: the circuit
+/// breaker's window (`EmailWindowCalls`, `EmailFailureRatio`) and the running totals of
+/// calls the provider throttled or refused for the account's configuration
+/// (`EmailThrottledCalls`, `EmailMisconfiguredCalls`; read them with the Maximum
+/// statistic: each line repeats the total).
+fn channel_gauges(channels: &[ChannelState]) -> Vec<(String, f64)> {
+    let mut gauges = Vec::new();
+    for state in channels {
+        let name = channel_name(state.channel);
+        gauges.push((format!("{name}WindowCalls"), state.calls as f64));
+        gauges.push((format!("{name}FailureRatio"), state.failure_ratio()));
+        gauges.push((
+            format!("{name}ThrottledCalls"),
+            state.throttled_total as f64,
+        ));
+        gauges.push((
+            format!("{name}MisconfiguredCalls"),
+            state.misconfigured_total as f64,
+        ));
+    }
+    gauges
 }
 
 /// The webhook drainer's line, with the backlog (events waiting or being sent) read at the
@@ -177,7 +207,7 @@ mod tests {
         let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .expect("metrics");
-        assert_eq!(declared.len(), 13);
+        assert_eq!(declared.len(), 14);
         for metric in declared {
             let name = metric["Name"].as_str().expect("name");
             assert!(
@@ -188,6 +218,39 @@ mod tests {
         assert_eq!(document["Sent"], 3);
         assert_eq!(document["QueueLagSeconds"], 1.5);
         assert_eq!(document["Function"], "sweeper");
+    }
+
+    #[test]
+    fn each_channel_carries_its_circuit_window_and_refused_calls() {
+        let state = ChannelState {
+            channel: Channel::Sms,
+            circuit: Circuit::HalfOpen,
+            circuit_since: chrono::Utc::now(),
+            paused_until: Some(chrono::Utc::now()),
+            pause_reason: Some("THROTTLED".into()),
+            paused_since: None,
+            throttled_total: 7,
+            misconfigured_total: 2,
+            calls: 8,
+            temporary: 2,
+            budgets: Vec::new(),
+        };
+        let counts = channel_counts(std::slice::from_ref(&state));
+        let gauges = channel_gauges(std::slice::from_ref(&state));
+        let counts: Vec<(&str, u64)> = counts.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let gauges: Vec<(&str, f64)> = gauges.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let document: Value =
+            serde_json::from_str(&line("sweeper", &counts, None, &gauges, 0)).expect("json");
+        assert_eq!(document["SmsCircuitOpen"], 1);
+        assert_eq!(document["SmsPaused"], 1);
+        assert_eq!(document["SmsWindowCalls"], 8.0);
+        assert_eq!(document["SmsFailureRatio"], 0.25);
+        assert_eq!(document["SmsThrottledCalls"], 7.0);
+        assert_eq!(document["SmsMisconfiguredCalls"], 2.0);
+        let declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics");
+        assert_eq!(declared.len(), 6);
     }
 
     #[test]
