@@ -89,7 +89,12 @@ pub async fn providers(State(state): State<AppState>) -> Result<Response, ApiErr
                     "calls": state.calls,
                 },
                 "pausedUntil": state.paused_until.as_ref().map(format_time),
+                "pausedSince": state.paused_since.as_ref().map(format_time),
                 "pauseReason": state.pause_reason,
+                "refusedCalls": {
+                    "THROTTLED": state.throttled_total,
+                    "PROVIDER_MISCONFIGURED": state.misconfigured_total,
+                },
                 "budgets": budgets,
             }),
         );

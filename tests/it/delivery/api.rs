@@ -154,6 +154,13 @@ async fn a_channel_moved_back_to_the_simulated_provider_loses_the_circuit_and_pa
     let email = &body["channels"]["EMAIL"];
     assert_eq!(email["circuit"]["state"], "OPEN", "{body}");
     assert_eq!(email["pauseReason"], "throttled", "{body}");
+    // Set by hand, the pause has no recorded start; nothing was counted.
+    assert_eq!(email["pausedSince"], serde_json::Value::Null, "{body}");
+    assert_eq!(
+        email["refusedCalls"],
+        json!({"THROTTLED": 0, "PROVIDER_MISCONFIGURED": 0}),
+        "{body}"
+    );
     let sms = &body["channels"]["SMS"];
     assert_eq!(sms["circuit"]["state"], "CLOSED", "{body}");
     // Told it opened, a subscriber is told it closed; EMAIL's circuit did not move.
