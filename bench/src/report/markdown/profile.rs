@@ -105,6 +105,17 @@ was built and alternated with cedd3b7: `notify-bench --only B2 --workers 1 --run
 (12,047–12,579 /s) without it and 140–142 µs (11,850–12,049 /s) with it; `--only B3
 --runs 1`, two runs each, 0.79 and 0.77 × the floor without, 0.72 and 0.76 with. The
 triggers' cost is their per-row work, not their number, so it was left out.
+
+### The pause's start and the refused-call totals (V29, 2026-12-07)
+
+The statement that records each batch sent by a real provider now also keeps when a
+channel's pause began and adds the batch's throttled and misconfiguration-refused calls to
+running totals (one upsert, written only by a batch that had one). It runs once per batch
+of a real provider, never in B2. Release builds of cedd3b7 and fd2cd62 alternated four
+times on the idle 2-core Intel Xeon host, `notify-bench --only B11 --runs 1 --no-build
+--no-docs`: 5,685, 5,416, 5,161 and 5,229 /s before, 5,465, 5,259, 5,165 and 5,124 /s
+after (means 5,373 and 5,253 /s, both drifting down over the 4 minutes). The difference is
+inside the spread of each build's own runs.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated
