@@ -116,6 +116,9 @@ times on the idle 2-core Intel Xeon host, `notify-bench --only B11 --runs 1 --no
 --no-docs`: 5,685, 5,416, 5,161 and 5,229 /s before, 5,465, 5,259, 5,165 and 5,124 /s
 after (means 5,373 and 5,253 /s, both drifting down over the 4 minutes). The difference is
 inside the spread of each build's own runs.
+The same build, `--only B2,B7,B8 --workers 1 --runs 1 --no-build --no-docs`, once: B2
+11,536 /s at 144 µs of PostgreSQL CPU per notification, 1.04 × the best batch-100 floor of
+the run (11,074 /s, two connections); B7 2,204 B per notification.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated

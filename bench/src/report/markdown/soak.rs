@@ -112,6 +112,15 @@ and the final bytes came to 1.40 and 1.39 × round 1 (0.55 and 0.59 without). Th
 ratio moves as much between two runs of one build as between the two builds, while the
 bytes target fails with the change.
 
+Two later runs of the same command met both targets. At 1e63445 on the 2-core AMD EPYC
+host: last round ÷ first 1.10 (15,164 ÷ 13,742 /s), final bytes 0.56 × round 1 (126.0 ÷
+224.2 MB). At fd2cd62 on a 2-core Intel Xeon host (2026-12-07 evening, nothing else
+running): 0.98 (10,210 ÷ 10,441 /s), rounds 2–10 at 0.94–1.07 × the first; the tables
+held 1.06–1.19 × round 1 after every round and 1.07 at the end (232.4 ÷ 217.8 MB:
+retention had deleted every notification, but no vacuum had yet given the freed pages
+back before the end line was read). Of the nine runs recorded here, four met the drain
+target (0.96, 0.99, 0.98, 1.10) and five did not (0.81–0.87).
+
 `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable cargo run --release --bin notify-bench -- --only B10 --runs 1 --no-build --no-docs`: one `APP_ROLE=api` and one `APP_ROLE=worker` process with `RETENTION_SECONDS=5` and `WEBHOOK_RETENTION_SECONDS=5` (a compressed clock); 10 rounds of 100,000 notifications, each loaded as in B1, released as in B2 and drained while retention deletes what finished more than 5 s earlier. Bytes are `pg_total_relation_size` of every table a notification writes to (B7's list), read right after each round's drain; the last line is read once retention had deleted every notification (6 s after the last drain). Whole soak: 2.9 min.
 
 | round | intake | drain | ÷ round 1 | tables + indexes | ÷ round 1 | notifications left | deleted so far | vacuums so far |
