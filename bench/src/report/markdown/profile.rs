@@ -474,6 +474,11 @@ median of 7 or 9 starts): api 20.4–28.1 ms, worker 32.7–46.1 ms over six set
   (`tokio::join!`) on top of the schema check. Three alternated sets of 9 worker starts:
   medians 19.3, 19.4 and 17.3 ms without, 18.5, 17.6 and 20.1 ms with. No gain beyond the
   noise.
+- **B6 as the benchmark takes it, after the schema check** (fd2cd62, 2-core Intel Xeon
+  host, `notify-bench --only B2,B6 --workers 1 --runs 1 --no-build --no-docs`, three runs):
+  start → ready api 11.1, 12.2 and 10.6 ms, worker 19.6, 20.1 and 16.6 ms; worker RSS idle
+  17.5–17.6 MB, peak 19.9–20.1 MB. Inside the 50 ms and 30 MB targets; the full run above
+  (48.9 and 53.8 ms) predates the schema check.
 ";
 
 /// Where B11's worker time went and what one boxed call won back (kept with the
