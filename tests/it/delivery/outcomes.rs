@@ -457,42 +457,46 @@ async fn a_pause_keeps_its_start_while_it_lengthens_and_refused_calls_add_up() {
     let db = TestDb::new().await;
     let conn = db.pool.get().await.expect("db");
     let config = circuit();
-    let pause = |seconds: i64, reason: &str| {
-        Some((
-            chrono::Utc::now() + chrono::TimeDelta::seconds(seconds),
-            reason.to_string(),
-        ))
+    let state_of = |channel: Channel| {
+        let (conn, config) = (&conn, &config);
+        async move {
+            channel::read(conn, config)
+                .await
+                .expect("read")
+                .into_iter()
+                .find(|state| state.channel == channel)
+                .expect("the channel's state")
+        }
     };
-    let email = |states: Vec<channel::ChannelState>| {
-        states
-            .into_iter()
-            .find(|state| state.channel == Channel::Email)
-            .expect("email")
+    // One batch of EMAIL with `calls` calls, `refused` of them throttled (or refused for
+    // the configuration), pausing the channel for `seconds`; the state it leaves.
+    let report = |calls: i64, refused: i64, reason: &'static str, seconds: i64| {
+        let observation = channel::Observation {
+            calls,
+            throttled: if reason == "THROTTLED" { refused } else { 0 },
+            misconfigured: if reason == "THROTTLED" { 0 } else { refused },
+            pause: Some((
+                chrono::Utc::now() + chrono::TimeDelta::seconds(seconds),
+                reason.to_string(),
+            )),
+            ..Default::default()
+        };
+        let (conn, config) = (&conn, &config);
+        async move {
+            channel::observe(conn, Channel::Email, &observation, config)
+                .await
+                .expect("observe");
+        }
     };
-    let throttled = channel::Observation {
-        calls: 3,
-        throttled: 2,
-        pause: pause(60, "THROTTLED"),
-        ..Default::default()
-    };
-    channel::observe(&conn, Channel::Email, &throttled, &config)
-        .await
-        .expect("observe");
-    let first = email(channel::read(&conn, &config).await.expect("read"));
+
+    report(3, 2, "THROTTLED", 60).await;
+    let first = state_of(Channel::Email).await;
     let began = first.paused_since.expect("paused since");
     assert_eq!((first.throttled_total, first.misconfigured_total), (2, 0));
 
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let misconfigured = channel::Observation {
-        calls: 1,
-        misconfigured: 1,
-        pause: pause(120, "PROVIDER_MISCONFIGURED"),
-        ..Default::default()
-    };
-    channel::observe(&conn, Channel::Email, &misconfigured, &config)
-        .await
-        .expect("observe");
-    let longer = email(channel::read(&conn, &config).await.expect("read"));
+    report(1, 1, "PROVIDER_MISCONFIGURED", 120).await;
+    let longer = state_of(Channel::Email).await;
     assert_eq!(
         longer.paused_since,
         Some(began),
@@ -512,20 +516,13 @@ async fn a_pause_keeps_its_start_while_it_lengthens_and_refused_calls_add_up() {
     )
     .await
     .expect("end the pause");
-    let ended = email(channel::read(&conn, &config).await.expect("read"));
+    let ended = state_of(Channel::Email).await;
     assert_eq!((ended.paused_until, ended.paused_since), (None, None));
-    channel::observe(&conn, Channel::Email, &throttled, &config)
-        .await
-        .expect("observe");
-    let again = email(channel::read(&conn, &config).await.expect("read"));
+    report(3, 2, "THROTTLED", 60).await;
+    let again = state_of(Channel::Email).await;
     assert!(again.paused_since.expect("paused since") > began);
     assert_eq!((again.throttled_total, again.misconfigured_total), (4, 1));
     // Other channels counted nothing.
-    let sms = channel::read(&conn, &config)
-        .await
-        .expect("read")
-        .into_iter()
-        .find(|state| state.channel == Channel::Sms)
-        .expect("sms");
+    let sms = state_of(Channel::Sms).await;
     assert_eq!((sms.throttled_total, sms.misconfigured_total), (0, 0));
 }
