@@ -106,6 +106,34 @@ was built and alternated with cedd3b7: `notify-bench --only B2 --workers 1 --run
 --runs 1`, two runs each, 0.79 and 0.77 × the floor without, 0.72 and 0.76 with. The
 triggers' cost is their per-row work, not their number, so it was left out.
 
+### The claim held in the queue table alone: a prototype, measured and not kept (2026-12-07)
+
+The step the profile below names for B2 (the claim stops writing the notification row)
+was built far enough to drain: the claim locked and updated only the queue row (status,
+token, lease, attempt count, three columns added to `queue`), the start fence and the
+re-check read the claim there, and the record updated the notification from PENDING
+straight to its outcome, its trigger deleting the queue row. Reads of the status, cancel,
+erasure and the counts of PROCESSING were left as they were, so it was never a candidate
+to land. Release builds of fd2cd62 and of the prototype alternated three times on the
+idle 2-core Intel Xeon host, `notify-bench --only B2,B7,B8 --workers 1 --runs 1
+--no-build --no-docs`, PostgreSQL CPU per notification:
+
+| | fd2cd62 | prototype |
+|---|---|---|
+| B2 (1 worker) | 144, 151, 144 µs | 140, 139, 135 µs |
+| floor batch 100 x 1 conn | 147, 148 µs | 141, 140, 135 µs |
+| floor batch 500 x 1 conn | 87, 86 µs | 77, 76, 76 µs |
+| sweeper statements batch 100 x 1 conn | 241, 229 µs | 220, 216, 210 µs |
+| B7 | 2,204–2,208 B | 2,207 and 1,995 B |
+
+(The first fd2cd62 run's floor rows were not kept.) The claim's own write of the
+notification is 6–12 % of the database's CPU per notification: 5–15 µs here, far from the
+80 µs that stand between B2 and 60 µs. B7 does not move: the notifications' heap stays at
+765 B, because the release `UPDATE` of B2 has already moved each row to a new page and
+the claim's version fitted in the room `fillfactor` leaves there; the 1,995 B run is one
+in which a vacuum had truncated the emptied queue table before the bytes were read (queue
+172 B instead of 384 B).
+
 ### The pause's start and the refused-call totals (V29, 2026-12-07)
 
 The statement that records each batch sent by a real provider now also keeps when a
@@ -549,6 +577,10 @@ samples with it anywhere on the stack (so shares overlap).
   two statement triggers. Without any trigger or foreign key the shares above would leave
   roughly 119 µs (151 µs less 21.3 %). The target needs the claim to stop writing the notification row (the
   queue row holding the claim and its lease) and the counters kept in fewer statements.
+  Both were measured on 2026-12-07 (the sections on one trigger per statement and on the
+  claim held in the queue table, above): the first saved nothing, the second 6–12 %. What
+  remains is per-row work spread over the six tables a delivery writes to, so 60 µs needs
+  fewer rows and index entries per delivery, not fewer statements.
 - **B1** (same method during `--only B1 --runs 1`, 36,695 /s in that run): PostgreSQL
   50 % of all samples, idle 36 %, the API process 11 %. Inside PostgreSQL: index insertion
   40.6 % (key comparisons alone 17.3 %), the statement triggers 20.2 %, CHECK constraints
