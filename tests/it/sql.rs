@@ -69,3 +69,84 @@ async fn every_statement_file_prepares_against_a_freshly_migrated_database() {
         failures.join("\n")
     );
 }
+
+/// The plan PostgreSQL chooses for the statement in `shared/sql/<file>` with `params`.
+async fn plan(
+    client: &deadpool_postgres::Object,
+    file: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> String {
+    let path = Path::new(SQL_DIR).join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    let rows = client
+        .query(&format!("EXPLAIN {text}"), params)
+        .await
+        .unwrap_or_else(|error| panic!("EXPLAIN {file}: {error}"));
+    rows.iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn the_claims_find_the_rows_they_picked_by_key_when_statistics_show_a_backlog() {
+    let db = TestDb::new().await;
+    // Backlogs the statistics know of: notifications due, notifications expired before
+    // they were sent, routed webhook events. Joined to the rows a claim picked, the tables
+    // were read whole (a hash join over a sequential scan) on every claim.
+    for expires_at in ["NULL", "now() - interval '1 minute'"] {
+        db.execute(
+            &format!(
+                "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient,
+                                            channel, priority, payload, scheduled_at,
+                                            next_attempt_at, max_attempts, class, category,
+                                            status, expires_at)
+                 SELECT gen_random_uuid(), gen_random_uuid()::text, repeat('f', 64),
+                        'r' || i || '@example.com', 'EMAIL', 1, '{{}}'::jsonb, now(), now(), 6,
+                        'TRANSACTIONAL', 'general', 'PENDING', {expires_at}
+                 FROM generate_series(1, 3000) AS i"
+            ),
+            &[],
+        )
+        .await;
+    }
+    db.execute(
+        "INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
+                                     redrive_generation, occurred_at, routed_at)
+         SELECT gen_random_uuid(), 'notification.sent', gen_random_uuid(), 'SENT', 1, 0,
+                now(), now()
+         FROM generate_series(1, 3000)",
+        &[],
+    )
+    .await;
+    db.execute("ANALYZE notifications, queue, webhook_events", &[])
+        .await;
+    let client = db.pool.get().await.expect("connection");
+
+    let claim: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+        [&"EMAIL", &100i64, &"plan-check", &60_000i64, &100i64];
+    let webhook_claim: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&100i64, &60_000i64, &5i32, &"lease expired"];
+    let expire: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&100i64];
+    for (file, params, table) in [
+        (
+            "notifications/claim_channel.sql",
+            &claim[..],
+            "notifications",
+        ),
+        ("notifications/claim_paced.sql", &claim[..], "notifications"),
+        (
+            "webhook_events/claim.sql",
+            &webhook_claim[..],
+            "webhook_events",
+        ),
+        ("notifications/expire.sql", &expire[..], "notifications"),
+    ] {
+        let plan = plan(&client, file, params).await;
+        assert!(
+            !plan.contains(&format!("Seq Scan on {table}")),
+            "{file} reads all of {table}:\n{plan}"
+        );
+    }
+}

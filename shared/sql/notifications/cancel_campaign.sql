@@ -9,7 +9,8 @@ WITH batch AS (
 ), cancelled AS (
     UPDATE notifications n
     SET status = 'CANCELLED', cancelled_at = now(), updated_at = now()
-    FROM batch WHERE n.id = batch.id AND n.status = 'PENDING'
+    -- By primary key, as in claim_channel.sql: a join to batch could read the whole table.
+    WHERE n.id = ANY (ARRAY(SELECT id FROM batch)) AND n.status = 'PENDING'
     RETURNING n.id
 )
 SELECT count(*) AS cancelled FROM cancelled

@@ -11,6 +11,10 @@
 -- of attempts. The queue row follows the update (trigger queue_follows_update). Commits
 -- on its own: no lock outlives it. (Channels whose provider is paced are claimed with
 -- claim_paced instead.)
+-- The update finds the picked rows by primary key (`= ANY (ARRAY(...))`). Joined to
+-- the picked set, it let the planner guess a tenth of the due rows from the LIMIT
+-- expressions, and once statistics showed a backlog it read the whole notifications
+-- table for a hash join on every claim (100,000 rows: 57-97 ms against 3.4-4.3 ms).
 WITH ht AS (
     SELECT q.id FROM queue q JOIN notifications n ON n.id = q.id
     WHERE q.channel = $1 AND q.class = 'TRANSACTIONAL' AND q.priority = 0 AND q.status = 'PENDING'
@@ -68,7 +72,7 @@ UPDATE notifications n
 SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
     lease_expires_at = now() + $4::int8 * interval '1 millisecond',
     attempt_count = n.attempt_count + 1, updated_at = now()
-FROM picked WHERE n.id = picked.id
+WHERE n.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
           n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
           n.recipient_id, n.owner_key_id,

@@ -121,11 +121,13 @@ borrowed AS (
     UNION ALL SELECT id FROM hb UNION ALL SELECT id FROM nb UNION ALL SELECT id FROM lb
     UNION ALL SELECT id FROM borrowed
 ), claimed AS (
+    -- By primary key, as in claim_channel.sql: a join to picked read the whole table
+    -- once statistics showed a backlog.
     UPDATE notifications n
     SET status = 'PROCESSING', claim_token = gen_random_uuid(), claimed_by = $3,
         lease_expires_at = now() + $4::int8 * interval '1 millisecond',
         attempt_count = n.attempt_count + 1, updated_at = now()
-    FROM picked WHERE n.id = picked.id
+    WHERE n.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING n.id, n.claim_token, n.recipient, n.channel, n.class, n.priority, n.payload,
               n.attempt_count, n.max_attempts, n.next_attempt_at, n.created_at, n.category,
               n.recipient_id, n.owner_key_id,

@@ -10,7 +10,8 @@ WITH due AS (
 ), expired AS (
     UPDATE notifications n
     SET status = 'EXPIRED', expired_at = now(), updated_at = now()
-    FROM due WHERE n.id = due.id
+    -- By primary key, as in claim_channel.sql: a join to due could read the whole table.
+    WHERE n.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING n.id, n.attempt_count, n.redrive_count
 ), events AS (
     INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,

@@ -33,7 +33,9 @@ WITH expired AS (
         next_attempt_at = now(),
         last_error = 'Claim expired after ' || $1::int8 || 's without completion',
         claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM expired WHERE n.id = expired.id
+    -- Also by primary key, as in claim_channel.sql: joined to expired alone, the planner
+    -- could read the whole table for a hash join.
+    FROM expired WHERE n.id = expired.id AND n.id = ANY (ARRAY(SELECT id FROM expired))
     RETURNING n.id, n.status, n.attempt_count, n.redrive_count
 ), attempts AS (
     INSERT INTO delivery_attempts (notification_id, attempt, worker, started_at, finished_at,

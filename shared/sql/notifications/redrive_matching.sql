@@ -18,7 +18,8 @@ WITH picked AS (
     SET status = 'PENDING', next_attempt_at = now(), attempt_count = 0, max_attempts = $7,
         failed_at = NULL, dead_lettered_at = NULL, reconciliation_granted = false,
         redrive_count = n.redrive_count + 1, last_redriven_at = now(), updated_at = now()
-    FROM picked WHERE n.id = picked.id
+    -- By primary key, as in claim_channel.sql: a join to picked could read the whole table.
+    WHERE n.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING n.id
 ), woken AS (
     SELECT pg_notify('notify_queue_due', '') WHERE EXISTS (SELECT 1 FROM redriven)

@@ -9,7 +9,8 @@ WITH doomed AS (
     ORDER BY created_at
     LIMIT $2 FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM webhook_events e USING doomed WHERE e.id = doomed.id RETURNING e.id
+    -- By primary key, as notifications/purge.sql: a join to doomed could read the whole table.
+    DELETE FROM webhook_events e WHERE e.id = ANY (ARRAY(SELECT id FROM doomed)) RETURNING e.id
 ), counted AS (
     INSERT INTO retention_counts AS c (kind, shard, deleted)
     SELECT 'webhook_events', (pg_backend_pid() % 64)::smallint, count(*) FROM deleted

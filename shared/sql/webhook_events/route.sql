@@ -69,6 +69,7 @@ SET endpoint_id = d.endpoint_id,
 FROM (SELECT id, endpoint_id, has_endpoints,
              endpoint_id IS NULL AND NOT to_default AND (has_endpoints OR NOT $2) AS closed
       FROM decisions) d
-WHERE e.id = d.id
+-- Also by primary key, as in webhook_events/claim.sql.
+WHERE e.id = d.id AND e.id = ANY (ARRAY(SELECT id FROM batch))
 RETURNING e.id, e.endpoint_id, d.closed, d.has_endpoints,
           (SELECT count(*) FROM copies) AS copies
