@@ -147,6 +147,56 @@ inside the spread of each build's own runs.
 The same build, `--only B2,B7,B8 --workers 1 --runs 1 --no-build --no-docs`, once: B2
 11,536 /s at 144 µs of PostgreSQL CPU per notification, 1.04 × the best batch-100 floor of
 the run (11,074 /s, two connections); B7 2,204 B per notification.
+
+### Plans that read whole tables (V30 and the claims by key, 2026-12-08, 2-core Intel Xeon host)
+
+B10's drain target failed in runs where a round collapsed: of five soaks of f5f9115 and
+of a build with only the claims changed, four had a round at 0.37–0.53 of the first. In
+three of them retention fell behind (up to 157,200 finished notifications kept after a
+round, against about 50,000) and the tables grew to 1.03–2.21 × round 1 by the end.
+PostgreSQL's log named the cause: in each of those three soaks a retention step was
+cancelled by the 30 s statement timeout inside the trigger that deletes a notification's
+queue row, and `auto_explain` (statements over 250 ms, nested ones included, on for the
+last of them) timed one such step at 13.7 s and showed the plan. That plan,
+kept by PL/pgSQL on the connection, had been made while the queue was nearly empty: a
+nested loop over every entry of the queue's primary key and, for each, the whole batch
+of deleted rows. V30 names the rows by key and plans that function without sequential
+scans.
+
+The claims had the same weakness in another form: the update joined the rows the claim
+picked, the planner guessed a tenth of the due rows from the `LIMIT` expressions, and
+once statistics showed a backlog it hashed the whole `notifications` table on every
+claim. Over 100,000 due notifications with fresh statistics, a claim of 100 took 57–97
+ms that way and 2.9–4.3 ms by key (`EXPLAIN (ANALYZE)` of `claim_channel.sql` in `psql`,
+six executions each). B2 never met it: its statistics are taken before the release, when
+nothing is due.
+
+`notify-bench --only B10 --runs 1 --no-build --no-docs`, one soak at a time on the idle
+host, in the order listed:
+
+| build | last round ÷ first | lowest round ÷ first | most kept after a round | final bytes ÷ round 1 | retention steps past the timeout |
+|---|---|---|---|---|---|
+| f5f9115 | 0.91 | 0.53 | 80,000 | 0.54 | 0 |
+| claims by key | 1.03 | 1.01 | 80,500 | 0.52 | 0 |
+| f5f9115 | 0.68 | 0.37 | 145,000 | 1.03 | 1 |
+| claims by key | 0.76 | 0.40 | 141,100 | 1.29 | 1 |
+| claims by key | 0.70 | 0.42 | 157,200 | 2.21 | 1 |
+| V30 | 0.76 | 0.76 | 51,100 | 0.96 | 0 |
+| V30 | 0.99 | 0.81 | 53,200 | 0.55 | 0 |
+| V30 | 0.82 | 0.76 | 71,500 | 1.00 | 0 |
+
+With V30 no round fell below 0.76 of the first, retention kept up in every round, the
+bytes target held in all three soaks and the slowest retention step took 277 ms. The
+drain target was met in one of the three: what remains is the share of the database's
+CPU that retention's deletes and their vacuums take beside the drain, which the first
+round does not pay (the B10 section above).
+
+The drain B2 measures did not move, as expected of plans it never met. Release builds of
+f5f9115 and 7ff2954 alternated twice, `notify-bench --only B2,B7,B8 --workers 1 --runs 1
+--no-build --no-docs`: B2 11,573 and 11,152 /s at 141 and 150 µs of PostgreSQL CPU per
+notification before, 12,167 and 10,908 /s at 136 and 149 µs after; the best batch-100
+floor of the same runs 12,451 and 14,740 /s before, 11,501 and 14,169 /s after (ratios
+0.93 and 0.76, 1.06 and 0.77); B7 2,203 and 2,207 B before, 2,212 and 2,210 B after.
 ";
 
 /// How B9's misses were diagnosed, from runs outside a full run (kept with the generated

@@ -119,7 +119,11 @@ running): 0.98 (10,210 ÷ 10,441 /s), rounds 2–10 at 0.94–1.07 × the first;
 held 1.06–1.19 × round 1 after every round and 1.07 at the end (232.4 ÷ 217.8 MB:
 retention had deleted every notification, but no vacuum had yet given the freed pages
 back before the end line was read). Of the nine runs recorded here, four met the drain
-target (0.96, 0.99, 0.98, 1.10) and five did not (0.81–0.87).
+target (0.96, 0.99, 0.98, 1.10) and five did not (0.81–0.87). Eight more soaks, of
+2026-12-08, are in the section on plans that read whole tables below: rounds that fell
+to 0.37–0.42 of the first came with retention steps held 13.7 s or more by a plan the
+queue table's trigger kept, which V30 replaced; with it, three soaks gave 0.76, 0.99 and
+0.82.
 
 `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable cargo run --release --bin notify-bench -- --only B10 --runs 1 --no-build --no-docs`: one `APP_ROLE=api` and one `APP_ROLE=worker` process with `RETENTION_SECONDS=5` and `WEBHOOK_RETENTION_SECONDS=5` (a compressed clock); 10 rounds of 100,000 notifications, each loaded as in B1, released as in B2 and drained while retention deletes what finished more than 5 s earlier. Bytes are `pg_total_relation_size` of every table a notification writes to (B7's list), read right after each round's drain; the last line is read once retention had deleted every notification (6 s after the last drain). Whole soak: 2.9 min.
 
