@@ -1,6 +1,7 @@
 //! The database's limits as the service meets them: nothing waits forever on a stalled
 //! database or a drained pool, made-up API keys never reach it, `/health` says plainly
-//! when it is gone, and a client's listing by status is served by its own index.
+//! when it is gone, a client's listing by status is served by its own index, and the
+//! claims find what they picked by key.
 
 use std::time::{Duration, Instant};
 
@@ -202,6 +203,60 @@ async fn a_client_listing_by_status_reads_its_own_index() {
     // without the owner by their sizes); nothing walks the notifications.
     assert!(plan.contains(" using queue_list_waiting"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
+/// Over backlogs the statistics know of (notifications due, notifications expired before
+/// they were sent, routed webhook events), the claims and the expiry find the rows they
+/// picked by key. Joined to those rows instead, they hashed the whole table on every claim.
+#[tokio::test]
+async fn the_claims_find_the_rows_they_picked_by_key_when_statistics_show_a_backlog() {
+    let db = TestDb::new().await;
+    let conn = db.pool.get().await.expect("connection");
+    conn.batch_execute(
+        "INSERT INTO notifications (id, idempotency_key, fingerprint, recipient, channel,
+                                    priority, payload, scheduled_at, next_attempt_at,
+                                    max_attempts, class, category, status, expires_at)
+         SELECT gen_random_uuid(), 'k' || g, repeat('0', 64), 'r' || g || '@example.com',
+                'EMAIL', 1, '{}', now(), now(), 6, 'TRANSACTIONAL', 'general', 'PENDING',
+                CASE WHEN g % 2 = 0 THEN now() - interval '1 minute' END
+         FROM generate_series(1, 6000) AS g;
+         INSERT INTO webhook_events (id, type, notification_id, status, attempt_count,
+                                     redrive_generation, occurred_at, routed_at)
+         SELECT gen_random_uuid(), 'notification.sent', gen_random_uuid(), 'SENT', 1, 0,
+                now(), now()
+         FROM generate_series(1, 3000);
+         ANALYZE notifications, queue, webhook_events;",
+    )
+    .await
+    .expect("load");
+    for (name, arguments, table) in [
+        (
+            "notifications/claim_channel",
+            "'EMAIL', 100, 'plan-check', 60000, 100",
+            "notifications",
+        ),
+        (
+            "notifications/claim_paced",
+            "'EMAIL', 100, 'plan-check', 60000, 100",
+            "notifications",
+        ),
+        ("notifications/expire", "100", "notifications"),
+        (
+            "webhook_events/claim",
+            "100, 60000, 5, 'lease expired'",
+            "webhook_events",
+        ),
+    ] {
+        let statement = statement_file(name);
+        conn.batch_execute(&format!("DEALLOCATE ALL; PREPARE picked AS {statement}"))
+            .await
+            .expect("prepare");
+        let plan = explain(&conn, &format!("EXPLAIN EXECUTE picked({arguments})")).await;
+        assert!(
+            !plan.contains(&format!("Seq Scan on {table}")),
+            "{name} reads all of {table}:\n{plan}"
+        );
+    }
 }
 
 /// A campaign of every profile walks `recipients` a page at a time: each page, on the
